@@ -1,0 +1,55 @@
+// The subcommand table. Subcommands not implemented yet say so and exit with status 2.
+#include "apps/commands.h"
+
+#include <cstdio>
+#include <map>
+
+#include "engine/device.h"
+#include "engine/tensor.h"
+#include "apps/selfcheck.h"
+
+namespace apps {
+
+namespace {
+std::map<std::string, std::function<int()>>& runners() {
+  static std::map<std::string, std::function<int()>> r;  // filled once at start-up
+  return r;
+}
+
+void add_pending(CLI::App& app, const std::string& name, const std::string& description, const char* issue) {
+  add_command(app, name, description, [](CLI::App& sub) { sub.allow_extras(); },
+              [name, issue]() {
+                std::fprintf(stderr, "yolov9 %s: not implemented yet (%s)\n", name.c_str(), issue);
+                return 2;
+              });
+}
+}  // namespace
+
+void add_command(CLI::App& app, const std::string& name, const std::string& description,
+                 const std::function<void(CLI::App&)>& setup, std::function<int()> run) {
+  CLI::App* sub = app.add_subcommand(name, description);
+  setup(*sub);
+  runners()[name] = std::move(run);
+}
+
+int run_selected(CLI::App& app) {
+  for (CLI::App* sub : app.get_subcommands()) {
+    auto it = runners().find(sub->get_name());
+    if (it != runners().end()) return it->second();
+  }
+  return 2;
+}
+
+void register_commands(CLI::App& app) {
+  add_pending(app, "train", "train a model (official train_dual.py flags)", "training issue");
+  add_pending(app, "val", "validate a model (official val_dual.py flags)", "evaluation issue");
+  add_pending(app, "detect", "run detection on images or video (official detect_dual.py flags)",
+              "evaluation issue");
+  add_pending(app, "export", "export a model (--reparam removes the PGI branch, fuses Conv+BN)", "model issue");
+  add_pending(app, "dataset", "check a dataset and print its summary", "data issue");
+  add_pending(app, "synth", "write a small synthetic detection dataset", "training issue");
+  add_pending(app, "bench", "run the built-in micro-benchmarks", "later issue");
+  register_info(app);
+}
+
+}  // namespace apps

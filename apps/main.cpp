@@ -1,0 +1,63 @@
+// The `yolov9` program: version/backends report and the subcommand skeleton (train, val, detect,
+// export, info, dataset, synth, bench). Each subcommand's driver lives in apps/<name>.cpp.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <exception>
+#include <iostream>
+
+#include "apps/commands.h"
+#include "engine/build_info.h"
+#include "engine/device.h"
+#include "engine/error.h"
+
+namespace {
+
+void print_version() {
+  std::printf("yolov9 %s (git %s, %s)\n", Y9_VERSION_STRING, Y9_GIT_SHA, Y9_BUILD_TYPE);
+  std::printf("  compiler: %s\n", Y9_CXX_COMPILER);
+  std::printf("  backends: cpu (oneDNN convolutions, OpenBLAS GEMM, OpenMP)");
+  if (engine::cuda_compiled()) std::printf(", cuda (%s, sm %s)", Y9_CUDA_COMPILER, Y9_CUDA_ARCHITECTURES);
+  std::printf("\n");
+  int n = engine::cuda_device_count();
+  if (!engine::cuda_compiled())
+    std::printf("  gpu: not compiled in\n");
+  else if (n == 0)
+    std::printf("  gpu: none visible (no CUDA driver or device)\n");
+  else
+    std::printf("  gpu: %d visible\n", n);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"yolov9: a YOLOv9 training engine in C++ and CUDA (train, val, detect, export)"};
+  app.require_subcommand(0, 1);
+  bool version = false;
+  app.add_flag("-V,--version", version, "print version, compiled backends and visible GPUs");
+
+  apps::register_commands(app);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (version) {
+    print_version();
+    return 0;
+  }
+  if (app.get_subcommands().empty()) {
+    std::cout << app.help();
+    return 0;
+  }
+  try {
+    return apps::run_selected(app);
+  } catch (const engine::Error& e) {
+    std::fprintf(stderr, "yolov9: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "yolov9: error: %s\n", e.what());
+    return 1;
+  }
+}

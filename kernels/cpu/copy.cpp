@@ -1,0 +1,144 @@
+// CPU strided copy / fill / axpy over any dtype pair (conversions through float or double).
+#include "kernels/cpu/copy.h"
+
+#include <cstring>
+
+#include "engine/error.h"
+#include "engine/half.h"
+#include "kernels/cpu/nd_iter.h"
+
+namespace kernels::cpu {
+
+using engine::DType;
+
+namespace {
+
+// Load/store one element as double (exact for every dtype we hold except i64 > 2^53).
+inline double load(const void* p, DType t, int64_t i) {
+  switch (t) {
+    case DType::F32: return static_cast<const float*>(p)[i];
+    case DType::F64: return static_cast<const double*>(p)[i];
+    case DType::F16: return engine::f16_to_f32(static_cast<const uint16_t*>(p)[i]);
+    case DType::BF16: return engine::bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
+    case DType::I32: return static_cast<const int32_t*>(p)[i];
+    case DType::I64: return static_cast<double>(static_cast<const int64_t*>(p)[i]);
+    case DType::U8: return static_cast<const uint8_t*>(p)[i];
+    case DType::Bool: return static_cast<const uint8_t*>(p)[i] ? 1.0 : 0.0;
+  }
+  return 0;
+}
+inline void store(void* p, DType t, int64_t i, double v) {
+  switch (t) {
+    case DType::F32: static_cast<float*>(p)[i] = static_cast<float>(v); break;
+    case DType::F64: static_cast<double*>(p)[i] = v; break;
+    case DType::F16: static_cast<uint16_t*>(p)[i] = engine::f32_to_f16(static_cast<float>(v)); break;
+    case DType::BF16: static_cast<uint16_t*>(p)[i] = engine::f32_to_bf16(static_cast<float>(v)); break;
+    case DType::I32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v); break;
+    case DType::I64: static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v); break;
+    case DType::U8: static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(v); break;
+    case DType::Bool: static_cast<uint8_t*>(p)[i] = v != 0.0; break;
+  }
+}
+
+template <typename T>
+void copy_same_typed(T* dst, const T* src, const StridedLayout& dl, const StridedLayout& sl) {
+  int64_t strides[2][kMaxDims];
+  for (int d = 0; d < dl.ndim; ++d) {
+    strides[0][d] = dl.strides[d];
+    strides[1][d] = sl.strides[d];
+  }
+  nd_for_each_row<2>(dl.ndim, dl.sizes, strides, [&](const int64_t* off, int64_t n, const int64_t* in) {
+    T* d = dst + off[0];
+    const T* s = src + off[1];
+    if (in[0] == 1 && in[1] == 1) {
+      std::memcpy(d, s, static_cast<size_t>(n) * sizeof(T));
+    } else {
+      for (int64_t i = 0; i < n; ++i) d[i * in[0]] = s[i * in[1]];
+    }
+  });
+}
+
+}  // namespace
+
+void copy_strided_cpu(void* dst, DType dt, const StridedLayout& dl, const void* src, DType st,
+                      const StridedLayout& sl) {
+  if (dt == st) {
+    switch (engine::dtype_size(dt)) {
+      case 1: return copy_same_typed(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), dl, sl);
+      case 2: return copy_same_typed(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), dl, sl);
+      case 4: return copy_same_typed(static_cast<uint32_t*>(dst), static_cast<const uint32_t*>(src), dl, sl);
+      case 8: return copy_same_typed(static_cast<uint64_t*>(dst), static_cast<const uint64_t*>(src), dl, sl);
+    }
+  }
+  int64_t strides[2][kMaxDims];
+  for (int d = 0; d < dl.ndim; ++d) {
+    strides[0][d] = dl.strides[d];
+    strides[1][d] = sl.strides[d];
+  }
+  nd_for_each_row<2>(dl.ndim, dl.sizes, strides, [&](const int64_t* off, int64_t n, const int64_t* in) {
+    for (int64_t i = 0; i < n; ++i) {
+      // i64 -> i64 is handled above; other integer conversions fit in a double.
+      store(dst, dt, off[0] + i * in[0], load(src, st, off[1] + i * in[1]));
+    }
+  });
+}
+
+void fill_strided_cpu(void* dst, DType dt, const StridedLayout& l, double value) {
+  // Build the element once, then copy its bytes with a zero-stride source.
+  alignas(8) unsigned char elem[8] = {};
+  store(elem, dt, 0, value);
+  StridedLayout src = l;
+  for (int d = 0; d < src.ndim; ++d) src.strides[d] = 0;
+  copy_strided_cpu(dst, dt, l, elem, dt, src);
+}
+
+template <typename T>
+static void axpy_typed(T* dst, const StridedLayout& dl, const T* src, const StridedLayout& sl, T alpha) {
+  int64_t strides[2][kMaxDims];
+  for (int d = 0; d < dl.ndim; ++d) {
+    strides[0][d] = dl.strides[d];
+    strides[1][d] = sl.strides[d];
+  }
+  nd_for_each_row<2>(dl.ndim, dl.sizes, strides, [&](const int64_t* off, int64_t n, const int64_t* in) {
+    T* d = dst + off[0];
+    const T* s = src + off[1];
+    if (in[0] == 1 && in[1] == 1) {
+      if (alpha == T(1)) {
+        for (int64_t i = 0; i < n; ++i) d[i] += s[i];
+      } else {
+        for (int64_t i = 0; i < n; ++i) d[i] += alpha * s[i];
+      }
+    } else {
+      for (int64_t i = 0; i < n; ++i) d[i * in[0]] += alpha * s[i * in[1]];
+    }
+  });
+}
+
+void axpy_strided_cpu(void* dst, DType dt, const StridedLayout& dl, const void* src, const StridedLayout& sl,
+                      double alpha) {
+  if (dt == DType::F32)
+    return axpy_typed(static_cast<float*>(dst), dl, static_cast<const float*>(src), sl, static_cast<float>(alpha));
+  if (dt == DType::F64) return axpy_typed(static_cast<double*>(dst), dl, static_cast<const double*>(src), sl, alpha);
+  Y9_THROW(engine::ShapeError, "add_: dtype ", engine::dtype_name(dt), " not supported on cpu (f32, f64)");
+}
+
+void scale_strided_cpu(void* dst, DType dt, const StridedLayout& l, double value) {
+  int64_t strides[1][kMaxDims];
+  for (int d = 0; d < l.ndim; ++d) strides[0][d] = l.strides[d];
+  if (dt == DType::F32) {
+    float* p = static_cast<float*>(dst);
+    float v = static_cast<float>(value);
+    nd_for_each_row<1>(l.ndim, l.sizes, strides, [&](const int64_t* off, int64_t n, const int64_t* in) {
+      for (int64_t i = 0; i < n; ++i) p[off[0] + i * in[0]] *= v;
+    });
+  } else if (dt == DType::F64) {
+    double* p = static_cast<double*>(dst);
+    nd_for_each_row<1>(l.ndim, l.sizes, strides, [&](const int64_t* off, int64_t n, const int64_t* in) {
+      for (int64_t i = 0; i < n; ++i) p[off[0] + i * in[0]] *= value;
+    });
+  } else {
+    Y9_THROW(engine::ShapeError, "mul_: dtype ", engine::dtype_name(dt), " not supported on cpu (f32, f64)");
+  }
+}
+
+}  // namespace kernels::cpu

@@ -1,0 +1,88 @@
+// The differentiable operators of the engine, one umbrella header. Every op validates its
+// arguments (throwing engine::ShapeError that names the op and the shapes involved), dispatches
+// on the input's device (CPU kernels always; CUDA when built), and records its backward node
+// when autograd needs it. Tensors are NCHW, row-major; strided views are accepted everywhere.
+// CPU dtypes: F32 and F64 (F64 is the reference path used by finite-difference checks).
+#pragma once
+#include <vector>
+
+#include "engine/tensor.h"
+#include "ops/reduce.h"
+
+namespace ops {
+
+using engine::Tensor;
+
+// --- elementwise (NumPy broadcasting) ---------------------------------------------------------
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor add_scalar(const Tensor& a, double s);
+Tensor mul_scalar(const Tensor& a, double s);
+Tensor neg(const Tensor& a);
+Tensor exp(const Tensor& a);
+Tensor log(const Tensor& a);
+Tensor sqrt(const Tensor& a);
+Tensor pow_scalar(const Tensor& a, double p);
+/// clamp(x, lo, hi); gradient 1 inside [lo, hi], 0 outside (PyTorch convention at the bounds: 1).
+Tensor clamp(const Tensor& x, double lo, double hi);
+
+// --- activations ------------------------------------------------------------------------------
+/// SiLU x*sigmoid(x) ("Sigmoid-Weighted Linear Units", Elfwing et al. 2018); official Conv act.
+Tensor silu(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);
+
+// --- shape ops --------------------------------------------------------------------------------
+/// Concatenates along `dim` (all other sizes equal; official Concat uses dim 1).
+Tensor concat(const std::vector<Tensor>& xs, int64_t dim);
+/// Splits `dim` into pieces of the given sizes (sum must equal the dim size); outputs are views.
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim);
+/// Splits `dim` into `chunks` equal pieces (PyTorch chunk: last may be smaller).
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim);
+
+// --- spatial ----------------------------------------------------------------------------------
+/// Nearest-neighbour upsampling by an integer factor: x [N,C,H,W] -> [N,C,H*s,W*s].
+Tensor upsample_nearest(const Tensor& x, int64_t scale = 2);
+/// Max pooling, x [N,C,H,W]; PyTorch semantics (implicit -inf padding, floor output size).
+Tensor max_pool2d(const Tensor& x, int64_t kernel, int64_t stride, int64_t padding = 0);
+/// Average pooling, x [N,C,H,W]; count_include_pad=true, floor output size (PyTorch defaults).
+Tensor avg_pool2d(const Tensor& x, int64_t kernel, int64_t stride, int64_t padding = 0);
+
+// --- convolution and normalisation ------------------------------------------------------------
+/// 2-d convolution. x [N,Cin,H,W], w [Cout,Cin/groups,kh,kw], bias [Cout] or undefined.
+/// Output [N,Cout,Ho,Wo], Ho = (H + 2*pad_h - dil_h*(kh-1) - 1)/stride_h + 1. F32 through oneDNN
+/// on the CPU (cuDNN on CUDA); F64 through a direct reference loop.
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, std::vector<int64_t> stride = {1, 1},
+              std::vector<int64_t> padding = {0, 0}, std::vector<int64_t> dilation = {1, 1}, int64_t groups = 1);
+
+/// BatchNorm2d. x [N,C,H,W]; weight, bias, running_mean, running_var [C].
+/// training: normalises with the batch mean and biased batch variance, and updates the running
+/// stats in place: r = (1-momentum)*r + momentum*stat, with the unbiased variance (n/(n-1)) for
+/// running_var (PyTorch convention; official YOLOv9 uses eps=1e-3, momentum=0.03).
+/// eval: normalises with the running stats. Differentiable in x, weight and bias.
+Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                  const Tensor& running_var, bool training, double momentum, double eps);
+
+// --- linear algebra and softmax ---------------------------------------------------------------
+/// Matrix product: a [..., M, K] x b [..., K, N] -> [..., M, N] (batch dims broadcast); BLAS GEMM.
+Tensor matmul(const Tensor& a, const Tensor& b);
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+
+// --- loss building blocks ---------------------------------------------------------------------
+/// Elementwise binary cross-entropy with logits, no reduction (torch BCEWithLogitsLoss
+/// reduction='none'): max(x,0) - x*t + log(1 + exp(-|x|)). Differentiable in x (and t).
+Tensor bce_with_logits(const Tensor& x, const Tensor& target);
+
+}  // namespace ops
+
+namespace engine {
+// Operator sugar for the elementwise ops.
+inline Tensor operator+(const Tensor& a, const Tensor& b) { return ops::add(a, b); }
+inline Tensor operator-(const Tensor& a, const Tensor& b) { return ops::sub(a, b); }
+inline Tensor operator*(const Tensor& a, const Tensor& b) { return ops::mul(a, b); }
+inline Tensor operator/(const Tensor& a, const Tensor& b) { return ops::div(a, b); }
+inline Tensor operator-(const Tensor& a) { return ops::neg(a); }
+}  // namespace engine

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs every build and test dependency of the engine from Debian's packages.
+# Safe to run again: apt-get skips what is already installed. Needs root (or sudo).
+set -euo pipefail
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+PKGS=(
+  build-essential cmake ninja-build ccache pkg-config
+  libdnnl-dev ocl-icd-opencl-dev opencl-headers libopenblas-dev
+  libyaml-cpp-dev libopencv-dev nlohmann-json3-dev libcli11-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libopenmpi-dev openmpi-bin
+)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install_deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  echo "install_deps: all packages present"
+fi

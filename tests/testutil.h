@@ -1,0 +1,41 @@
+// Shared test helpers: fixture discovery, safetensors reading, tensor comparison, gradient checks.
+#pragma once
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "engine/tensor.h"
+
+namespace testutil {
+
+/// Folder of the official fixtures: $YOLOV9_REFERENCE, default ../shared/reference from the
+/// project root. Empty string when it does not exist.
+std::string reference_dir();
+/// coco128-layout folder: $YOLOV9_COCO128, default ../shared/data/coco128 from the project root.
+std::string coco128_dir();
+/// Files in `dir` whose names match the glob `pattern` (e.g. "module_*.json"), sorted.
+std::vector<std::string> glob_files(const std::string& dir, const std::string& pattern);
+
+/// Max |a-b| / (atol + rtol*|b|) over all elements (<= 1 means within tolerance). Shapes must match.
+double tolerance_ratio(const engine::Tensor& a, const engine::Tensor& b, double rtol, double atol);
+
+/// Expects a and b (any device/dtype) to agree elementwise within atol + rtol*|b|, reporting the
+/// worst element.
+::testing::AssertionResult all_close(const engine::Tensor& a, const engine::Tensor& b, double rtol,
+                                     double atol);
+
+/// Random tensor with values uniform in [lo, hi) from a seeded std::mt19937 (test inputs only).
+engine::Tensor random_tensor(const engine::Shape& shape, uint64_t seed, double lo = -1.0, double hi = 1.0,
+                             engine::DType dtype = engine::DType::F64);
+
+/// Finite-difference gradient check in double precision: f maps inputs (F64, requires_grad set
+/// by the checker) to one tensor; the objective is sum(f(x) * W) for a fixed random W. Compares
+/// autograd gradients of every input with central differences (step `eps`).
+::testing::AssertionResult gradcheck(const std::function<engine::Tensor(const std::vector<engine::Tensor>&)>& f,
+                                     std::vector<engine::Tensor> inputs, double eps = 1e-6, double rtol = 1e-5,
+                                     double atol = 1e-7);
+
+}  // namespace testutil
