@@ -1,0 +1,39 @@
+// CUDA Philox fills: one thread per element, grid-stride loop, 64-bit indices.
+#include "engine/cuda_runtime.h"
+#include "kernels/common/rng.h"
+#include "kernels/cuda/rng.h"
+
+namespace kernels::cuda {
+
+namespace {
+__global__ void uniform_fill_kernel(float* out, int64_t n, uint64_t seed, uint64_t sid, uint64_t off, float lo, float hi) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    out[i] = philox_uniform_elem(seed, sid, off, static_cast<uint64_t>(i), lo, hi);
+}
+__global__ void normal_fill_kernel(float* out, int64_t n, uint64_t seed, uint64_t sid, uint64_t off, float mean, float sd) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    out[i] = philox_normal_elem(seed, sid, off, static_cast<uint64_t>(i), mean, sd);
+}
+unsigned grid_for(int64_t n) {
+  int64_t blocks = (n + 255) / 256;
+  return static_cast<unsigned>(blocks < 65535 ? (blocks > 0 ? blocks : 1) : 65535);
+}
+}  // namespace
+
+void uniform_fill_cuda(float* out, int64_t n, uint64_t seed, uint64_t stream_id, uint64_t offset, float lo, float hi,
+                       cudaStream_t stream) {
+  if (n == 0) return;
+  uniform_fill_kernel<<<grid_for(n), 256, 0, stream>>>(out, n, seed, stream_id, offset, lo, hi);
+  CUDA_CHECK_LAUNCH(stream);
+}
+
+void normal_fill_cuda(float* out, int64_t n, uint64_t seed, uint64_t stream_id, uint64_t offset, float mean, float std,
+                      cudaStream_t stream) {
+  if (n == 0) return;
+  normal_fill_kernel<<<grid_for(n), 256, 0, stream>>>(out, n, seed, stream_id, offset, mean, std);
+  CUDA_CHECK_LAUNCH(stream);
+}
+
+}  // namespace kernels::cuda
