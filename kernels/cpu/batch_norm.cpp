@@ -1,0 +1,113 @@
+// CPU BatchNorm2d kernels (see batch_norm.h). Channel-parallel; per-channel sums in double.
+#include "kernels/cpu/batch_norm.h"
+
+#include <cmath>
+
+namespace kernels::cpu {
+
+template <typename T>
+void batch_norm_stats_cpu(const T* x, int64_t n, int64_t c, int64_t hw, T* mean, T* var_biased) {
+  const double m = static_cast<double>(n * hw);
+#pragma omp parallel for schedule(static)
+  for (int64_t ch = 0; ch < c; ++ch) {
+    double s = 0.0;
+    for (int64_t b = 0; b < n; ++b) {
+      const T* p = x + (b * c + ch) * hw;
+      for (int64_t i = 0; i < hw; ++i) s += static_cast<double>(p[i]);
+    }
+    const double mu = m > 0 ? s / m : 0.0;
+    double ss = 0.0;  // second pass: avoids the cancellation of E[x^2] - E[x]^2
+    for (int64_t b = 0; b < n; ++b) {
+      const T* p = x + (b * c + ch) * hw;
+      for (int64_t i = 0; i < hw; ++i) {
+        const double d = static_cast<double>(p[i]) - mu;
+        ss += d * d;
+      }
+    }
+    mean[ch] = static_cast<T>(mu);
+    var_biased[ch] = static_cast<T>(m > 0 ? ss / m : 0.0);
+  }
+}
+
+template <typename T>
+void batch_norm_forward_cpu(const T* x, const T* mean, const T* invstd, const T* weight, const T* bias, T* y,
+                            int64_t n, int64_t c, int64_t hw) {
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const T scale = invstd[ch] * (weight ? weight[ch] : T(1));
+      const T shift = (bias ? bias[ch] : T(0)) - mean[ch] * scale;
+      const T* p = x + (b * c + ch) * hw;
+      T* q = y + (b * c + ch) * hw;
+#pragma omp simd
+      for (int64_t i = 0; i < hw; ++i) q[i] = p[i] * scale + shift;
+    }
+}
+
+template <typename T>
+void batch_norm_backward_cpu(const T* x, const T* dy, const T* mean, const T* invstd, const T* weight,
+                             bool training, T* dx, T* dweight, T* dbias, int64_t n, int64_t c, int64_t hw) {
+  const double m = static_cast<double>(n * hw);
+#pragma omp parallel for schedule(static)
+  for (int64_t ch = 0; ch < c; ++ch) {
+    const double mu = static_cast<double>(mean[ch]), is = static_cast<double>(invstd[ch]);
+    double sdy = 0.0, sdyx = 0.0;  // sum dy, sum dy * xhat
+    for (int64_t b = 0; b < n; ++b) {
+      const T* px = x + (b * c + ch) * hw;
+      const T* pd = dy + (b * c + ch) * hw;
+      for (int64_t i = 0; i < hw; ++i) {
+        const double d = static_cast<double>(pd[i]);
+        sdy += d;
+        sdyx += d * (static_cast<double>(px[i]) - mu) * is;
+      }
+    }
+    if (dweight) dweight[ch] = static_cast<T>(sdyx);
+    if (dbias) dbias[ch] = static_cast<T>(sdy);
+    if (!dx) continue;
+    const double wv = weight ? static_cast<double>(weight[ch]) : 1.0;
+    // dx = a*dy + b*(x - mean) + k with a = w*is; training: b = -a*is*sdyx/M, k = -a*sdy/M.
+    // (x - mean) is formed first so that a large mean does not cancel in F32.
+    const double a = wv * is;
+    const double bx = training && m > 0 ? -a * is * sdyx / m : 0.0;
+    const double k = training && m > 0 ? -a * sdy / m : 0.0;
+    const T ta = static_cast<T>(a), tb = static_cast<T>(bx), tk = static_cast<T>(k), tmu = static_cast<T>(mu);
+    for (int64_t b = 0; b < n; ++b) {
+      const T* px = x + (b * c + ch) * hw;
+      const T* pd = dy + (b * c + ch) * hw;
+      T* q = dx + (b * c + ch) * hw;
+#pragma omp simd
+      for (int64_t i = 0; i < hw; ++i) q[i] = ta * pd[i] + tb * (px[i] - tmu) + tk;
+    }
+  }
+}
+
+template <typename T>
+void batch_norm_invstd_cpu(const T* var, double eps, T* invstd, int64_t c) {
+  for (int64_t ch = 0; ch < c; ++ch) invstd[ch] = static_cast<T>(1.0 / std::sqrt(static_cast<double>(var[ch]) + eps));
+}
+
+template <typename T>
+void batch_norm_update_running_cpu(const T* mean, const T* var_biased, int64_t count, double momentum,
+                                   T* running_mean, T* running_var, int64_t c) {
+  const double unbias = count > 1 ? static_cast<double>(count) / static_cast<double>(count - 1) : 1.0;
+  for (int64_t ch = 0; ch < c; ++ch) {
+    running_mean[ch] = static_cast<T>((1.0 - momentum) * static_cast<double>(running_mean[ch]) +
+                                      momentum * static_cast<double>(mean[ch]));
+    running_var[ch] = static_cast<T>((1.0 - momentum) * static_cast<double>(running_var[ch]) +
+                                     momentum * static_cast<double>(var_biased[ch]) * unbias);
+  }
+}
+
+#define Y9_INSTANTIATE(T)                                                                                 \
+  template void batch_norm_stats_cpu<T>(const T*, int64_t, int64_t, int64_t, T*, T*);                     \
+  template void batch_norm_forward_cpu<T>(const T*, const T*, const T*, const T*, const T*, T*, int64_t,  \
+                                          int64_t, int64_t);                                              \
+  template void batch_norm_backward_cpu<T>(const T*, const T*, const T*, const T*, const T*, bool, T*, T*, \
+                                           T*, int64_t, int64_t, int64_t);                               \
+  template void batch_norm_invstd_cpu<T>(const T*, double, T*, int64_t);                                  \
+  template void batch_norm_update_running_cpu<T>(const T*, const T*, int64_t, double, T*, T*, int64_t);
+Y9_INSTANTIATE(float)
+Y9_INSTANTIATE(double)
+#undef Y9_INSTANTIATE
+
+}  // namespace kernels::cpu

@@ -1,0 +1,295 @@
+// CPU convolution: oneDNN primitives for F32 and direct loops for the reference path.
+// Primitives are re-created per call; oneDNN's own primitive cache (on by default, keyed by the
+// descriptors) makes that cheap, so we keep no mutable global state beyond the engine.
+#include "kernels/cpu/conv.h"
+
+#include <cstring>
+#include <unordered_map>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "engine/error.h"
+
+namespace kernels::cpu {
+
+namespace {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+
+dnnl::engine& cpu_engine() {
+  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);  // immutable after construction
+  return eng;
+}
+
+struct Mds {
+  memory::desc src, wei, bias, dst;                 // plain (user) layouts
+  memory::desc src_any, wei_any, dst_any;           // layouts left to oneDNN
+  memory::dims strides, dil, pad_l, pad_r;
+};
+
+Mds make_mds(const Conv2dShape& s) {
+  Mds m;
+  const auto f32 = memory::data_type::f32;
+  memory::dims src{s.n, s.c_in, s.h, s.w}, dst{s.n, s.c_out, s.h_out, s.w_out};
+  memory::dims wei = s.groups > 1 ? memory::dims{s.groups, s.c_out / s.groups, s.c_in / s.groups, s.kh, s.kw}
+                                  : memory::dims{s.c_out, s.c_in, s.kh, s.kw};
+  m.src = memory::desc(src, f32, tag::nchw);
+  m.dst = memory::desc(dst, f32, tag::nchw);
+  m.wei = memory::desc(wei, f32, s.groups > 1 ? tag::goihw : tag::oihw);
+  m.bias = memory::desc({s.c_out}, f32, tag::x);
+  m.src_any = memory::desc(src, f32, tag::any);
+  m.dst_any = memory::desc(dst, f32, tag::any);
+  m.wei_any = memory::desc(wei, f32, tag::any);
+  m.strides = {s.stride_h, s.stride_w};
+  m.dil = {s.dil_h - 1, s.dil_w - 1};  // oneDNN counts the gaps: PyTorch dilation - 1
+  m.pad_l = {s.pad_h, s.pad_w};
+  // Right padding so that oneDNN's output size formula yields exactly h_out/w_out.
+  m.pad_r = {(s.h_out - 1) * s.stride_h + (s.kh - 1) * s.dil_h + 1 - s.h - s.pad_h,
+             (s.w_out - 1) * s.stride_w + (s.kw - 1) * s.dil_w + 1 - s.w - s.pad_w};
+  return m;
+}
+
+/// User memory wrapped as `want`; reordered into a new buffer when the layouts differ.
+memory as_layout(const memory& user, const memory::desc& want, dnnl::stream& st) {
+  if (user.get_desc() == want) return user;
+  memory m(want, cpu_engine());
+  dnnl::reorder(user, m).execute(st, const_cast<memory&>(user), m);
+  return m;
+}
+
+/// Output memory in layout `have`; call finish() to reorder it into the user buffer.
+memory out_layout(const memory& user, const memory::desc& have) {
+  return user.get_desc() == have ? user : memory(have, cpu_engine());
+}
+void finish(memory& produced, memory& user, dnnl::stream& st) {
+  if (produced.get(true) != user.get(true)) dnnl::reorder(produced, user).execute(st, produced, user);
+}
+
+dnnl::convolution_forward::primitive_desc fwd_pd(const Mds& m, bool with_bias) {
+#if DNNL_VERSION_MAJOR >= 3
+  if (with_bias)
+    return {cpu_engine(), dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, m.src_any,
+            m.wei_any, m.bias, m.dst_any, m.strides, m.dil, m.pad_l, m.pad_r};
+  return {cpu_engine(), dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, m.src_any,
+          m.wei_any, m.dst_any, m.strides, m.dil, m.pad_l, m.pad_r};
+#else
+  if (with_bias) {
+    dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                      m.src_any, m.wei_any, m.bias, m.dst_any, m.strides, m.dil, m.pad_l, m.pad_r);
+    return {d, cpu_engine()};
+  }
+  dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                    m.src_any, m.wei_any, m.dst_any, m.strides, m.dil, m.pad_l, m.pad_r);
+  return {d, cpu_engine()};
+#endif
+}
+
+[[noreturn]] void rethrow(const dnnl::error& e, const char* what, const Conv2dShape& s) {
+  Y9_THROW(engine::Error, what, ": oneDNN error (status ", static_cast<int>(e.status), "): ", e.what(),
+           " for x [", s.n, ", ", s.c_in, ", ", s.h, ", ", s.w, "], w [", s.c_out, ", ", s.c_in / s.groups, ", ",
+           s.kh, ", ", s.kw, "], groups ", s.groups);
+}
+
+}  // namespace
+
+// --- oneDNN -------------------------------------------------------------------------------------
+
+void conv2d_forward_onednn(const Conv2dShape& s, const float* x, const float* w, const float* bias, float* y) {
+  try {
+    Mds m = make_mds(s);
+    auto pd = fwd_pd(m, bias != nullptr);
+    dnnl::stream st(cpu_engine());
+    memory xu(m.src, cpu_engine(), const_cast<float*>(x)), wu(m.wei, cpu_engine(), const_cast<float*>(w));
+    memory yu(m.dst, cpu_engine(), y);
+    memory xm = as_layout(xu, pd.src_desc(), st), wm = as_layout(wu, pd.weights_desc(), st);
+    memory ym = out_layout(yu, pd.dst_desc());
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, xm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, ym}};
+    if (bias) args.emplace(DNNL_ARG_BIAS, memory(m.bias, cpu_engine(), const_cast<float*>(bias)));
+    dnnl::convolution_forward(pd).execute(st, args);
+    finish(ym, yu, st);
+    st.wait();
+  } catch (const dnnl::error& e) {
+    rethrow(e, "conv2d_forward_onednn", s);
+  }
+}
+
+void conv2d_backward_data_onednn(const Conv2dShape& s, const float* dy, const float* w, float* dx) {
+  try {
+    Mds m = make_mds(s);
+    auto fpd = fwd_pd(m, false);
+#if DNNL_VERSION_MAJOR >= 3
+    dnnl::convolution_backward_data::primitive_desc pd(cpu_engine(), dnnl::algorithm::convolution_direct,
+                                                       m.src_any, m.wei_any, m.dst_any, m.strides, m.dil,
+                                                       m.pad_l, m.pad_r, fpd);
+#else
+    dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, m.src_any, m.wei_any, m.dst_any,
+                                            m.strides, m.dil, m.pad_l, m.pad_r);
+    dnnl::convolution_backward_data::primitive_desc pd(d, cpu_engine(), fpd);
+#endif
+    dnnl::stream st(cpu_engine());
+    memory dyu(m.dst, cpu_engine(), const_cast<float*>(dy)), wu(m.wei, cpu_engine(), const_cast<float*>(w));
+    memory dxu(m.src, cpu_engine(), dx);
+    memory dym = as_layout(dyu, pd.diff_dst_desc(), st), wm = as_layout(wu, pd.weights_desc(), st);
+    memory dxm = out_layout(dxu, pd.diff_src_desc());
+    dnnl::convolution_backward_data(pd).execute(
+        st, {{DNNL_ARG_DIFF_DST, dym}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DIFF_SRC, dxm}});
+    finish(dxm, dxu, st);
+    st.wait();
+  } catch (const dnnl::error& e) {
+    rethrow(e, "conv2d_backward_data_onednn", s);
+  }
+}
+
+void conv2d_backward_weights_onednn(const Conv2dShape& s, const float* x, const float* dy, float* dw,
+                                    float* dbias) {
+  try {
+    Mds m = make_mds(s);
+    const bool with_bias = dbias != nullptr;
+    auto fpd = fwd_pd(m, with_bias);
+#if DNNL_VERSION_MAJOR >= 3
+    auto pd = with_bias ? dnnl::convolution_backward_weights::primitive_desc(
+                              cpu_engine(), dnnl::algorithm::convolution_direct, m.src_any, m.wei_any, m.bias,
+                              m.dst_any, m.strides, m.dil, m.pad_l, m.pad_r, fpd)
+                        : dnnl::convolution_backward_weights::primitive_desc(
+                              cpu_engine(), dnnl::algorithm::convolution_direct, m.src_any, m.wei_any, m.dst_any,
+                              m.strides, m.dil, m.pad_l, m.pad_r, fpd);
+#else
+    auto d = with_bias ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, m.src_any,
+                                                                   m.wei_any, m.bias, m.dst_any, m.strides, m.dil,
+                                                                   m.pad_l, m.pad_r)
+                       : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, m.src_any,
+                                                                   m.wei_any, m.dst_any, m.strides, m.dil, m.pad_l,
+                                                                   m.pad_r);
+    dnnl::convolution_backward_weights::primitive_desc pd(d, cpu_engine(), fpd);
+#endif
+    dnnl::stream st(cpu_engine());
+    memory xu(m.src, cpu_engine(), const_cast<float*>(x)), dyu(m.dst, cpu_engine(), const_cast<float*>(dy));
+    memory dwu(m.wei, cpu_engine(), dw);
+    memory xm = as_layout(xu, pd.src_desc(), st), dym = as_layout(dyu, pd.diff_dst_desc(), st);
+    memory dwm = out_layout(dwu, pd.diff_weights_desc());
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, xm}, {DNNL_ARG_DIFF_DST, dym}, {DNNL_ARG_DIFF_WEIGHTS, dwm}};
+    if (with_bias) args.emplace(DNNL_ARG_DIFF_BIAS, memory(m.bias, cpu_engine(), dbias));
+    dnnl::convolution_backward_weights(pd).execute(st, args);
+    finish(dwm, dwu, st);
+    st.wait();
+  } catch (const dnnl::error& e) {
+    rethrow(e, "conv2d_backward_weights_onednn", s);
+  }
+}
+
+// --- reference loops ----------------------------------------------------------------------------
+// Accumulate in double so the F32 instantiation is an accurate ground truth too.
+
+template <typename T>
+void conv2d_forward_ref(const Conv2dShape& s, const T* x, const T* w, const T* bias, T* y) {
+  const int64_t cig = s.c_in / s.groups, cog = s.c_out / s.groups;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t n = 0; n < s.n; ++n)
+    for (int64_t co = 0; co < s.c_out; ++co) {
+      const int64_t g = co / cog;
+      for (int64_t oh = 0; oh < s.h_out; ++oh)
+        for (int64_t ow = 0; ow < s.w_out; ++ow) {
+          double acc = bias ? static_cast<double>(bias[co]) : 0.0;
+          for (int64_t ci = 0; ci < cig; ++ci) {
+            const T* xp = x + ((n * s.c_in) + g * cig + ci) * s.h * s.w;
+            const T* wp = w + (co * cig + ci) * s.kh * s.kw;
+            for (int64_t i = 0; i < s.kh; ++i) {
+              const int64_t ih = oh * s.stride_h - s.pad_h + i * s.dil_h;
+              if (ih < 0 || ih >= s.h) continue;
+              for (int64_t j = 0; j < s.kw; ++j) {
+                const int64_t iw = ow * s.stride_w - s.pad_w + j * s.dil_w;
+                if (iw < 0 || iw >= s.w) continue;
+                acc += static_cast<double>(xp[ih * s.w + iw]) * static_cast<double>(wp[i * s.kw + j]);
+              }
+            }
+          }
+          y[((n * s.c_out + co) * s.h_out + oh) * s.w_out + ow] = static_cast<T>(acc);
+        }
+    }
+}
+
+template <typename T>
+void conv2d_backward_data_ref(const Conv2dShape& s, const T* dy, const T* w, T* dx) {
+  const int64_t cig = s.c_in / s.groups, cog = s.c_out / s.groups;
+  // Gather form: each dx element sums the (co, i, j) taps that read it, so threads never share
+  // an output element.
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t n = 0; n < s.n; ++n)
+    for (int64_t c = 0; c < s.c_in; ++c) {
+      const int64_t g = c / cig, ci = c - g * cig;
+      for (int64_t ih = 0; ih < s.h; ++ih)
+        for (int64_t iw = 0; iw < s.w; ++iw) {
+          double acc = 0.0;
+          for (int64_t k = 0; k < cog; ++k) {
+            const int64_t co = g * cog + k;
+            const T* dyp = dy + (n * s.c_out + co) * s.h_out * s.w_out;
+            const T* wp = w + (co * cig + ci) * s.kh * s.kw;
+            for (int64_t i = 0; i < s.kh; ++i) {
+              const int64_t th = ih + s.pad_h - i * s.dil_h;
+              if (th < 0 || th % s.stride_h != 0) continue;
+              const int64_t oh = th / s.stride_h;
+              if (oh >= s.h_out) continue;
+              for (int64_t j = 0; j < s.kw; ++j) {
+                const int64_t tw = iw + s.pad_w - j * s.dil_w;
+                if (tw < 0 || tw % s.stride_w != 0) continue;
+                const int64_t ow = tw / s.stride_w;
+                if (ow >= s.w_out) continue;
+                acc += static_cast<double>(dyp[oh * s.w_out + ow]) * static_cast<double>(wp[i * s.kw + j]);
+              }
+            }
+          }
+          dx[((n * s.c_in + c) * s.h + ih) * s.w + iw] = static_cast<T>(acc);
+        }
+    }
+}
+
+template <typename T>
+void conv2d_backward_weights_ref(const Conv2dShape& s, const T* x, const T* dy, T* dw, T* dbias) {
+  const int64_t cig = s.c_in / s.groups, cog = s.c_out / s.groups;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t co = 0; co < s.c_out; ++co)
+    for (int64_t ci = 0; ci < cig; ++ci) {
+      const int64_t g = co / cog;
+      for (int64_t i = 0; i < s.kh; ++i)
+        for (int64_t j = 0; j < s.kw; ++j) {
+          double acc = 0.0;
+          for (int64_t n = 0; n < s.n; ++n) {
+            const T* xp = x + (n * s.c_in + g * cig + ci) * s.h * s.w;
+            const T* dyp = dy + (n * s.c_out + co) * s.h_out * s.w_out;
+            for (int64_t oh = 0; oh < s.h_out; ++oh) {
+              const int64_t ih = oh * s.stride_h - s.pad_h + i * s.dil_h;
+              if (ih < 0 || ih >= s.h) continue;
+              for (int64_t ow = 0; ow < s.w_out; ++ow) {
+                const int64_t iw = ow * s.stride_w - s.pad_w + j * s.dil_w;
+                if (iw < 0 || iw >= s.w) continue;
+                acc += static_cast<double>(xp[ih * s.w + iw]) * static_cast<double>(dyp[oh * s.w_out + ow]);
+              }
+            }
+          }
+          dw[((co * cig + ci) * s.kh + i) * s.kw + j] = static_cast<T>(acc);
+        }
+    }
+  if (dbias) {
+#pragma omp parallel for schedule(static)
+    for (int64_t co = 0; co < s.c_out; ++co) {
+      double acc = 0.0;
+      for (int64_t n = 0; n < s.n; ++n) {
+        const T* dyp = dy + (n * s.c_out + co) * s.h_out * s.w_out;
+        for (int64_t k = 0; k < s.h_out * s.w_out; ++k) acc += static_cast<double>(dyp[k]);
+      }
+      dbias[co] = static_cast<T>(acc);
+    }
+  }
+}
+
+template void conv2d_forward_ref<float>(const Conv2dShape&, const float*, const float*, const float*, float*);
+template void conv2d_forward_ref<double>(const Conv2dShape&, const double*, const double*, const double*, double*);
+template void conv2d_backward_data_ref<float>(const Conv2dShape&, const float*, const float*, float*);
+template void conv2d_backward_data_ref<double>(const Conv2dShape&, const double*, const double*, double*);
+template void conv2d_backward_weights_ref<float>(const Conv2dShape&, const float*, const float*, float*, float*);
+template void conv2d_backward_weights_ref<double>(const Conv2dShape&, const double*, const double*, double*,
+                                                  double*);
+
+}  // namespace kernels::cpu

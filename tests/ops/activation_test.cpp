@@ -1,0 +1,95 @@
+// Unit tests of silu, sigmoid, relu and bce_with_logits: values against std:: formulas, F32 vs
+// F64, gradients against central finite differences in double, strided inputs, broadcasting.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "engine/autograd.h"
+#include "ops/ops.h"
+#include "tests/testutil.h"
+
+namespace {
+
+using engine::DType;
+using engine::Tensor;
+
+TEST(Activation, ValuesMatchClosedForm) {
+  Tensor x = testutil::random_tensor({3, 5, 7}, 1, -6, 6);
+  auto xv = x.to_vector<double>();
+  auto s = ops::sigmoid(x).to_vector<double>();
+  auto si = ops::silu(x).to_vector<double>();
+  auto r = ops::relu(x).to_vector<double>();
+  for (size_t i = 0; i < xv.size(); ++i) {
+    double sig = 1.0 / (1.0 + std::exp(-xv[i]));
+    EXPECT_NEAR(s[i], sig, 1e-15);
+    EXPECT_NEAR(si[i], xv[i] * sig, 1e-14);
+    EXPECT_EQ(r[i], xv[i] > 0 ? xv[i] : 0.0);
+  }
+}
+
+TEST(Activation, F32MatchesF64) {
+  Tensor x = testutil::random_tensor({4, 9, 11}, 2, -8, 8);
+  Tensor xf = x.to(DType::F32);
+  // Tolerance: one F32 rounding of exp and a product, relative to FLT_EPSILON-ish.
+  EXPECT_TRUE(testutil::all_close(ops::silu(xf), ops::silu(x), 1e-6, 1e-7));
+  EXPECT_TRUE(testutil::all_close(ops::sigmoid(xf), ops::sigmoid(x), 1e-6, 1e-7));
+  EXPECT_TRUE(testutil::all_close(ops::relu(xf), ops::relu(xf.to(DType::F64)), 0, 0));
+  Tensor t = testutil::random_tensor({4, 9, 11}, 3, 0, 1);
+  EXPECT_TRUE(testutil::all_close(ops::bce_with_logits(xf, t.to(DType::F32)), ops::bce_with_logits(x, t), 1e-6, 1e-6));
+}
+
+TEST(Activation, Gradcheck) {
+  Tensor x = testutil::random_tensor({2, 3, 4, 5}, 4, -3, 3);
+  EXPECT_TRUE(testutil::gradcheck([](const std::vector<Tensor>& v) { return ops::silu(v[0]); }, {x}));
+  EXPECT_TRUE(testutil::gradcheck([](const std::vector<Tensor>& v) { return ops::sigmoid(v[0]); }, {x}));
+  EXPECT_TRUE(testutil::gradcheck([](const std::vector<Tensor>& v) { return ops::relu(v[0]); }, {x}));
+}
+
+TEST(Activation, GradcheckStridedInput) {
+  Tensor x = testutil::random_tensor({4, 6, 5}, 5, -3, 3);
+  auto f = [](const std::vector<Tensor>& v) { return ops::silu(v[0].transpose(0, 2).slice(1, 0, 6, 2)); };
+  EXPECT_TRUE(testutil::gradcheck(f, {x}));
+  auto g = [](const std::vector<Tensor>& v) { return ops::sigmoid(v[0].permute({2, 0, 1})); };
+  EXPECT_TRUE(testutil::gradcheck(g, {x}));
+}
+
+TEST(BceWithLogits, ValuesStableForLargeLogits) {
+  Tensor x = Tensor::from_vector<double>({-800, -5, 0, 5, 800}, {5});
+  Tensor t = Tensor::from_vector<double>({0, 1, 0.5, 0, 1}, {5});
+  auto y = ops::bce_with_logits(x, t).to_vector<double>();
+  auto xv = x.to_vector<double>(), tv = t.to_vector<double>();
+  for (size_t i = 0; i < y.size(); ++i) {
+    double ref = std::max(xv[i], 0.0) - xv[i] * tv[i] + std::log1p(std::exp(-std::fabs(xv[i])));
+    EXPECT_NEAR(y[i], ref, 1e-12);
+    EXPECT_TRUE(std::isfinite(y[i]));
+  }
+  // Matches the textbook -[t log s + (1-t) log(1-s)] where that is well conditioned.
+  EXPECT_NEAR(y[1], -std::log(1.0 / (1.0 + std::exp(5.0))), 1e-12);
+}
+
+TEST(BceWithLogits, GradcheckBothInputsAndBroadcast) {
+  Tensor x = testutil::random_tensor({3, 4, 5}, 6, -4, 4);
+  Tensor t = testutil::random_tensor({3, 4, 5}, 7, 0, 1);
+  auto f = [](const std::vector<Tensor>& v) { return ops::bce_with_logits(v[0], v[1]); };
+  EXPECT_TRUE(testutil::gradcheck(f, {x, t}));
+  Tensor tb = testutil::random_tensor({4, 1}, 8, 0, 1);
+  EXPECT_TRUE(testutil::gradcheck(f, {x, tb}));
+}
+
+TEST(Activation, RejectsIntegerDtype) {
+  EXPECT_THROW(ops::silu(Tensor::zeros({3}, DType::I32)), engine::ShapeError);
+  EXPECT_THROW(ops::bce_with_logits(Tensor::zeros({3}), Tensor::zeros({4})), engine::ShapeError);
+}
+
+TEST(Activation, NoGraphWithoutRequiresGrad) {
+  Tensor x = testutil::random_tensor({3}, 9);
+  EXPECT_FALSE(ops::silu(x).requires_grad());
+  x.set_requires_grad(true);
+  {
+    engine::autograd::NoGradGuard ng;
+    EXPECT_FALSE(ops::silu(x).requires_grad());
+  }
+  EXPECT_TRUE(ops::silu(x).requires_grad());
+}
+
+}  // namespace

@@ -1,0 +1,125 @@
+// Unit tests of conv2d: F64 reference path against finite differences (groups, stride, padding,
+// dilation, bias, strided input), and the F32 oneDNN path against the F64 reference on the
+// forward and on every gradient.
+#include <gtest/gtest.h>
+
+#include "engine/autograd.h"
+#include "ops/ops.h"
+#include "tests/testutil.h"
+
+namespace {
+
+using engine::DType;
+using engine::Tensor;
+
+struct Case {
+  int64_t n, cin, h, w, cout, k, stride, pad, dil, groups;
+  bool bias;
+};
+
+const Case kCases[] = {
+    {2, 3, 7, 6, 4, 3, 1, 1, 1, 1, true},   // plain 3x3 same
+    {1, 4, 9, 8, 6, 3, 2, 1, 1, 2, false},  // stride 2, groups 2
+    {2, 4, 7, 7, 4, 3, 1, 2, 2, 4, true},   // dilation 2, depthwise
+    {1, 3, 5, 6, 5, 1, 1, 0, 1, 1, false},  // 1x1
+    {1, 2, 8, 7, 3, 2, 2, 0, 1, 1, true},   // even kernel, odd size, no padding
+};
+
+std::vector<int64_t> v2(int64_t a) { return {a, a}; }
+
+Tensor run(const Case& c, const Tensor& x, const Tensor& w, const Tensor& b) {
+  return ops::conv2d(x, w, b, v2(c.stride), v2(c.pad), v2(c.dil), c.groups);
+}
+
+TEST(Conv2d, OutputShape) {
+  Tensor x = Tensor::zeros({2, 4, 17, 17}), w = Tensor::zeros({8, 2, 3, 3});
+  EXPECT_EQ(ops::conv2d(x, w, Tensor(), {2, 2}, {1, 1}, {1, 1}, 2).shape(), (engine::Shape{2, 8, 9, 9}));
+  EXPECT_EQ(ops::conv2d(x, w, Tensor(), {1, 1}, {0, 0}, {2, 2}, 2).shape(), (engine::Shape{2, 8, 13, 13}));
+  EXPECT_THROW(ops::conv2d(x, Tensor::zeros({8, 3, 3, 3}), Tensor(), {1, 1}, {0, 0}, {1, 1}, 2), engine::ShapeError);
+  EXPECT_THROW(ops::conv2d(x, w, Tensor::zeros({7}), {1, 1}, {0, 0}, {1, 1}, 2), engine::ShapeError);
+}
+
+TEST(Conv2d, ReferenceMatchesHandComputation) {
+  // 1x1x3x3 input, 2x2 kernel of ones, no padding: each output is a 2x2 window sum.
+  Tensor x = Tensor::from_vector<double>({1, 2, 3, 4, 5, 6, 7, 8, 9}, {1, 1, 3, 3});
+  Tensor w = Tensor::ones({1, 1, 2, 2}, DType::F64);
+  Tensor b = Tensor::full({1}, 0.5, DType::F64);
+  auto y = ops::conv2d(x, w, b).to_vector<double>();
+  EXPECT_EQ(y, (std::vector<double>{12.5, 16.5, 24.5, 28.5}));
+  auto yf = ops::conv2d(x.to(DType::F32), w.to(DType::F32), b.to(DType::F32)).to_vector<double>();
+  EXPECT_EQ(yf, y);
+}
+
+TEST(Conv2d, GradcheckF64) {
+  uint64_t seed = 10;
+  for (const Case& c : kCases) {
+    SCOPED_TRACE(testing::Message() << "cin " << c.cin << " k " << c.k << " s " << c.stride << " p " << c.pad
+                                    << " d " << c.dil << " g " << c.groups);
+    Tensor x = testutil::random_tensor({c.n, c.cin, c.h, c.w}, seed++);
+    Tensor w = testutil::random_tensor({c.cout, c.cin / c.groups, c.k, c.k}, seed++);
+    std::vector<Tensor> in{x, w};
+    if (c.bias) in.push_back(testutil::random_tensor({c.cout}, seed++));
+    auto f = [&c](const std::vector<Tensor>& v) { return run(c, v[0], v[1], v.size() > 2 ? v[2] : Tensor()); };
+    EXPECT_TRUE(testutil::gradcheck(f, in));
+  }
+}
+
+TEST(Conv2d, GradcheckNonContiguousInput) {
+  Tensor x = testutil::random_tensor({2, 7, 3, 6}, 50);  // permuted to [2, 3, 6, 7] inside f
+  Tensor w = testutil::random_tensor({4, 3, 3, 3}, 51);
+  auto f = [](const std::vector<Tensor>& v) {
+    Tensor xs = v[0].permute({0, 2, 3, 1});
+    EXPECT_FALSE(xs.is_contiguous());
+    return ops::conv2d(xs, v[1].transpose(2, 3), Tensor(), {2, 1}, {1, 0}, {1, 1}, 1);
+  };
+  EXPECT_TRUE(testutil::gradcheck(f, {x, w}));
+}
+
+/// Forward and all gradients of the F32 oneDNN path against the F64 reference path.
+void compare_f32_to_f64(const Case& c, uint64_t seed, bool strided) {
+  Tensor x64 = testutil::random_tensor({c.n, c.cin, c.h, c.w}, seed);
+  Tensor w64 = testutil::random_tensor({c.cout, c.cin / c.groups, c.k, c.k}, seed + 1);
+  Tensor b64 = c.bias ? testutil::random_tensor({c.cout}, seed + 2) : Tensor();
+  auto grads = [&](DType dt) {
+    Tensor x = x64.to(dt).detach(), w = w64.to(dt).detach(), b = c.bias ? b64.to(dt).detach() : Tensor();
+    x.set_requires_grad(true);
+    w.set_requires_grad(true);
+    if (b.defined()) b.set_requires_grad(true);
+    Tensor xin = strided ? x.transpose(2, 3).contiguous().transpose(2, 3) : x;  // same values, other layout
+    Tensor y = run(c, xin, w, b);
+    Tensor gy = testutil::random_tensor(y.shape(), seed + 3, -1, 1, dt);
+    y.backward(gy);
+    return std::vector<Tensor>{y.detach(), x.grad(), w.grad(), b.defined() ? b.grad() : Tensor()};
+  };
+  auto r32 = grads(DType::F32);
+  auto r64 = grads(DType::F64);
+  const char* what[] = {"y", "dx", "dw", "db"};
+  for (int i = 0; i < 4; ++i) {
+    if (!r64[i].defined()) continue;
+    // F32 tolerance: sums of up to ~100 products of O(1) values; 1e-5 relative to the value
+    // plus 1e-5 absolute for outputs near zero (FLT_EPSILON * number of terms).
+    EXPECT_TRUE(testutil::all_close(r32[i], r64[i], 1e-5, 1e-5)) << what[i];
+  }
+}
+
+TEST(Conv2d, OneDnnF32MatchesF64Reference) {
+  uint64_t seed = 100;
+  for (const Case& c : kCases) {
+    SCOPED_TRACE(testing::Message() << "k " << c.k << " s " << c.stride << " d " << c.dil << " g " << c.groups);
+    compare_f32_to_f64(c, seed, false);
+    compare_f32_to_f64(c, seed + 10, true);
+    seed += 20;
+  }
+  // A YOLO-like layer, large enough for oneDNN's blocked (JIT) kernels.
+  compare_f32_to_f64({2, 32, 20, 20, 64, 3, 2, 1, 1, 1, false}, 900, false);
+  compare_f32_to_f64({1, 64, 10, 10, 64, 1, 1, 0, 1, 1, true}, 910, false);
+}
+
+TEST(Conv2d, NoGradNoGraph) {
+  Tensor x = testutil::random_tensor({1, 2, 4, 4}, 1, -1, 1, DType::F32).set_requires_grad(true);
+  Tensor w = testutil::random_tensor({2, 2, 3, 3}, 2, -1, 1, DType::F32);
+  engine::autograd::NoGradGuard ng;
+  EXPECT_FALSE(ops::conv2d(x, w, Tensor()).requires_grad());
+}
+
+}  // namespace
