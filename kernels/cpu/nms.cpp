@@ -42,11 +42,16 @@ int64_t nms_greedy_cpu(const float* boxes, const float* scores, int64_t n, doubl
 // ---------------------------------------------------------------------------------------------
 namespace {
 struct Det {
-  float box[4];   // xyxy, unshifted
   float conf;
-  float cls;
-  int64_t row;    // source row (for mask coefficients)
+  int32_t cls;
+  int64_t row;    // source row (candidate anchors, then label rows)
 };
+/// Total order equal to a stable descending sort by confidence (ties keep generation order).
+/// (row, class) order is the official generation order (nonzero() over [rows, classes]).
+inline bool det_before(const Det& a, const Det& b) {
+  if (a.conf != b.conf) return a.conf > b.conf;
+  return a.row != b.row ? a.row < b.row : a.cls < b.cls;
+}
 }  // namespace
 
 void non_max_suppression_image_cpu(const float* pred, int64_t stride_c, int64_t stride_a, int64_t nc, int64_t nm,
@@ -93,22 +98,14 @@ void non_max_suppression_image_cpu(const float* pred, int64_t stride_c, int64_t 
     return false;
   };
 
-  // 2-3. xywh -> xyxy, detections (multi-label or best class), class filter.
+  // 2-3. Detections (multi-label or best class) and class filter; boxes converted below.
   std::vector<Det> dets;
   for (int64_t r = 0; r < n_rows; ++r) {
-    float xywh[4];
-    box_of(r, xywh);
-    Det d;
-    xywh_to_xyxy(xywh, d.box);
-    d.row = r;
     if (multi_label) {
+      if (r < n_cand) continue;  // candidate anchors are scanned class-major below
       for (int64_t c = 0; c < nc; ++c) {
         const float s = score_of(r, c);
-        if (s > conf && class_ok(c)) {
-          d.conf = s;
-          d.cls = static_cast<float>(c);
-          dets.push_back(d);
-        }
+        if (s > conf && class_ok(c)) dets.push_back({s, static_cast<int32_t>(c), r});
       }
     } else {
       int64_t bc = 0;
@@ -120,29 +117,47 @@ void non_max_suppression_image_cpu(const float* pred, int64_t stride_c, int64_t 
           bc = c;
         }
       }
-      if (bs > conf && class_ok(bc)) {
-        d.conf = bs;
-        d.cls = static_cast<float>(bc);
-        dets.push_back(d);
+      if (bs > conf && class_ok(bc)) dets.push_back({bs, static_cast<int32_t>(bc), r});
+    }
+  }
+  if (multi_label) {  // class-major scan: contiguous reads of each class row
+    for (int64_t c = 0; c < nc; ++c) {
+      if (!class_ok(c)) continue;
+      const float* sc = pred + (4 + c) * stride_c;
+      for (int64_t r = 0; r < n_cand; ++r) {
+        const float s = sc[cand[r] * stride_a];
+        if (s > conf) dets.push_back({s, static_cast<int32_t>(c), r});
       }
     }
   }
   if (dets.empty()) return;
 
-  // 4. Sort by confidence descending (stable: the official argsort leaves ties unspecified),
-  //    keep the first max_nms.
-  std::stable_sort(dets.begin(), dets.end(), [](const Det& a, const Det& b) { return a.conf > b.conf; });
-  if (static_cast<int64_t>(dets.size()) > cfg.max_nms) dets.resize(static_cast<size_t>(cfg.max_nms));
-  const int64_t n = static_cast<int64_t>(dets.size());
+  // 4. Sort by confidence descending and keep the first max_nms. The official argsort leaves
+  //    ties unspecified; we order ties by (row, class), the official generation order (= a stable sort). Only the top
+  //    max_nms are needed, so select them first (multi-label can yield nc x anchors pairs).
+  std::vector<int64_t> order(dets.size());
+  std::iota(order.begin(), order.end(), 0);
+  auto cmp = [&](int64_t a, int64_t b) { return det_before(dets[a], dets[b]); };
+  const int64_t n_all = static_cast<int64_t>(dets.size());
+  if (n_all > cfg.max_nms) {
+    std::nth_element(order.begin(), order.begin() + cfg.max_nms, order.end(), cmp);
+    order.resize(static_cast<size_t>(cfg.max_nms));
+  }
+  std::sort(order.begin(), order.end(), cmp);
+  const int64_t n = static_cast<int64_t>(order.size());
 
-  // 5. Batched NMS through the class offset: boxes + cls * max_wh (FP32, as the official code),
-  //    then greedy NMS on the shifted boxes. Input is already in descending score order, which
-  //    torchvision's stable re-sort leaves unchanged.
-  std::vector<float> shifted(static_cast<size_t>(4 * n)), scores(static_cast<size_t>(n));
+  // 5. xywh -> xyxy; batched NMS through the class offset: boxes + cls * max_wh (FP32, as the
+  //    official code), then greedy NMS on the shifted boxes. Input is already in descending
+  //    score order, which torchvision's stable re-sort leaves unchanged.
+  std::vector<float> xyxy(static_cast<size_t>(4 * n)), shifted(static_cast<size_t>(4 * n)), scores(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
-    const float off = dets[i].cls * (cfg.agnostic ? 0.f : cfg.max_wh);
-    for (int k = 0; k < 4; ++k) shifted[4 * i + k] = dets[i].box[k] + off;
-    scores[i] = dets[i].conf;
+    const Det& d = dets[order[i]];
+    float xywh[4];
+    box_of(d.row, xywh);
+    xywh_to_xyxy(xywh, &xyxy[4 * i]);
+    const float off = static_cast<float>(d.cls) * (cfg.agnostic ? 0.f : cfg.max_wh);
+    for (int k = 0; k < 4; ++k) shifted[4 * i + k] = xyxy[4 * i + k] + off;
+    scores[i] = d.conf;
   }
   std::vector<int64_t> keep(static_cast<size_t>(n));
   const int64_t nk = nms_greedy_cpu(shifted.data(), scores.data(), n, cfg.iou_thres, keep.data(),
@@ -151,11 +166,12 @@ void non_max_suppression_image_cpu(const float* pred, int64_t stride_c, int64_t 
   // 6. Output rows in the original coordinates.
   out.resize(static_cast<size_t>(nk * width));
   for (int64_t k = 0; k < nk; ++k) {
-    const Det& d = dets[keep[k]];
+    const int64_t i = keep[k];
+    const Det& d = dets[order[i]];
     float* o = out.data() + k * width;
-    for (int q = 0; q < 4; ++q) o[q] = d.box[q];
+    for (int q = 0; q < 4; ++q) o[q] = xyxy[4 * i + q];
     o[4] = d.conf;
-    o[5] = d.cls;
+    o[5] = static_cast<float>(d.cls);
     for (int64_t m = 0; m < nm; ++m)
       o[6 + m] = d.row < n_cand ? pred[(4 + nc + m) * stride_c + cand[d.row] * stride_a] : 0.f;
   }
