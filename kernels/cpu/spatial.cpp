@@ -3,6 +3,7 @@
 #include "kernels/cpu/spatial.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
 namespace kernels::cpu {
@@ -13,16 +14,23 @@ inline bool par_for(int64_t work) { return work > 32768; }
 
 template <typename T>
 void upsample_nearest_forward_cpu(const T* x, const Plane2d& g, int64_t s, T* y) {
-  const int64_t rows = g.n * g.c * g.ho;
-#pragma omp parallel for schedule(static) if (par_for(rows * g.wo))
+  // One input row -> one widened output row, then s-1 memcpy copies of it (the vertical repeats).
+  const int64_t rows = g.n * g.c * g.h;
+#pragma omp parallel for schedule(static) if (par_for(rows * g.wo * s))
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t i = r % g.ho, nc = r / g.ho, c = nc % g.c, n = nc / g.c;
-    const T* src = x + n * g.xs[0] + c * g.xs[1] + (i / s) * g.xs[2];
-    T* dst = y + r * g.wo;
-    for (int64_t w = 0; w < g.w; ++w) {
-      const T v = src[w * g.xs[3]];
-      for (int64_t b = 0; b < s; ++b) dst[w * s + b] = v;
+    const int64_t i = r % g.h, nc = r / g.h, c = nc % g.c, n = nc / g.c;
+    const T* src = x + n * g.xs[0] + c * g.xs[1] + i * g.xs[2];
+    T* dst = y + (nc * g.ho + i * s) * g.wo;
+    const int64_t sw = g.xs[3];
+    if (s == 2) {
+      for (int64_t w = 0; w < g.w; ++w) dst[2 * w] = dst[2 * w + 1] = src[w * sw];
+    } else {
+      for (int64_t w = 0; w < g.w; ++w) {
+        const T v = src[w * sw];
+        for (int64_t b = 0; b < s; ++b) dst[w * s + b] = v;
+      }
     }
+    for (int64_t a = 1; a < s; ++a) std::memcpy(dst + a * g.wo, dst, static_cast<size_t>(g.wo) * sizeof(T));
   }
 }
 
