@@ -1,0 +1,152 @@
+// Spatial CPU twins. Parallel over (n, c) planes (or output rows for upsampling) so every
+// thread writes a disjoint region: the backward scatters need no atomics and are deterministic.
+#include "kernels/cpu/spatial.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+namespace kernels::cpu {
+
+namespace {
+inline bool par_for(int64_t work) { return work > 32768; }
+}  // namespace
+
+template <typename T>
+void upsample_nearest_forward_cpu(const T* x, const Plane2d& g, int64_t s, T* y) {
+  // One input row -> one widened output row, then s-1 memcpy copies of it (the vertical repeats).
+  const int64_t rows = g.n * g.c * g.h;
+#pragma omp parallel for schedule(static) if (par_for(rows * g.wo * s))
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t i = r % g.h, nc = r / g.h, c = nc % g.c, n = nc / g.c;
+    const T* src = x + n * g.xs[0] + c * g.xs[1] + i * g.xs[2];
+    T* dst = y + (nc * g.ho + i * s) * g.wo;
+    const int64_t sw = g.xs[3];
+    if (s == 2) {
+      for (int64_t w = 0; w < g.w; ++w) dst[2 * w] = dst[2 * w + 1] = src[w * sw];
+    } else {
+      for (int64_t w = 0; w < g.w; ++w) {
+        const T v = src[w * sw];
+        for (int64_t b = 0; b < s; ++b) dst[w * s + b] = v;
+      }
+    }
+    for (int64_t a = 1; a < s; ++a) std::memcpy(dst + a * g.wo, dst, static_cast<size_t>(g.wo) * sizeof(T));
+  }
+}
+
+template <typename T>
+void upsample_nearest_backward_cpu(const T* dy, const Plane2d& g, int64_t s, T* dx) {
+  const int64_t rows = g.n * g.c * g.h;
+#pragma omp parallel for schedule(static) if (par_for(rows * g.wo * s))
+  for (int64_t r = 0; r < rows; ++r) {
+    T* dst = dx + r * g.w;
+    const int64_t i = r % g.h, nc = r / g.h;
+    for (int64_t w = 0; w < g.w; ++w) dst[w] = T(0);
+    for (int64_t a = 0; a < s; ++a) {
+      const T* src = dy + (nc * g.ho + i * s + a) * g.wo;
+      for (int64_t w = 0; w < g.w; ++w) {
+        T acc = T(0);
+        for (int64_t b = 0; b < s; ++b) acc += src[w * s + b];
+        dst[w] += acc;
+      }
+    }
+  }
+}
+
+template <typename T>
+void max_pool2d_forward_cpu(const T* x, const Plane2d& g, int64_t k, int64_t stride, int64_t pad, T* y,
+                            int64_t* idx) {
+  const int64_t planes = g.n * g.c;
+#pragma omp parallel for schedule(static) if (par_for(planes * g.ho * g.wo * k * k))
+  for (int64_t p = 0; p < planes; ++p) {
+    const T* xp = x + (p / g.c) * g.xs[0] + (p % g.c) * g.xs[1];
+    T* yp = y + p * g.ho * g.wo;
+    int64_t* ip = idx + p * g.ho * g.wo;
+    for (int64_t oh = 0; oh < g.ho; ++oh) {
+      const int64_t h0 = std::max<int64_t>(oh * stride - pad, 0), h1 = std::min(oh * stride - pad + k, g.h);
+      for (int64_t ow = 0; ow < g.wo; ++ow) {
+        const int64_t w0 = std::max<int64_t>(ow * stride - pad, 0), w1 = std::min(ow * stride - pad + k, g.w);
+        T best = -std::numeric_limits<T>::infinity();
+        int64_t bi = h0 * g.w + w0;
+        for (int64_t h = h0; h < h1; ++h)
+          for (int64_t w = w0; w < w1; ++w) {
+            const T v = xp[h * g.xs[2] + w * g.xs[3]];
+            if (v > best || v != v) {  // NaN propagates, as in PyTorch
+              best = v;
+              bi = h * g.w + w;
+            }
+          }
+        yp[oh * g.wo + ow] = best;
+        ip[oh * g.wo + ow] = bi;
+      }
+    }
+  }
+}
+
+template <typename T>
+void max_pool2d_backward_cpu(const T* dy, const int64_t* idx, const Plane2d& g, T* dx) {
+  const int64_t planes = g.n * g.c;
+#pragma omp parallel for schedule(static) if (par_for(planes * g.h * g.w))
+  for (int64_t p = 0; p < planes; ++p) {
+    T* dp = dx + p * g.h * g.w;
+    std::fill(dp, dp + g.h * g.w, T(0));
+    const T* gp = dy + p * g.ho * g.wo;
+    const int64_t* ip = idx + p * g.ho * g.wo;
+    for (int64_t o = 0; o < g.ho * g.wo; ++o) dp[ip[o]] += gp[o];
+  }
+}
+
+template <typename T>
+void avg_pool2d_forward_cpu(const T* x, const Plane2d& g, int64_t k, int64_t stride, int64_t pad, T* y) {
+  const int64_t planes = g.n * g.c;
+  const T inv = T(1) / static_cast<T>(k * k);
+#pragma omp parallel for schedule(static) if (par_for(planes * g.ho * g.wo * k * k))
+  for (int64_t p = 0; p < planes; ++p) {
+    const T* xp = x + (p / g.c) * g.xs[0] + (p % g.c) * g.xs[1];
+    T* yp = y + p * g.ho * g.wo;
+    for (int64_t oh = 0; oh < g.ho; ++oh) {
+      const int64_t h0 = std::max<int64_t>(oh * stride - pad, 0), h1 = std::min(oh * stride - pad + k, g.h);
+      for (int64_t ow = 0; ow < g.wo; ++ow) {
+        const int64_t w0 = std::max<int64_t>(ow * stride - pad, 0), w1 = std::min(ow * stride - pad + k, g.w);
+        T acc = T(0);
+        for (int64_t h = h0; h < h1; ++h)
+          for (int64_t w = w0; w < w1; ++w) acc += xp[h * g.xs[2] + w * g.xs[3]];
+        yp[oh * g.wo + ow] = acc * inv;
+      }
+    }
+  }
+}
+
+template <typename T>
+void avg_pool2d_backward_cpu(const T* dy, const Plane2d& g, int64_t k, int64_t stride, int64_t pad, T* dx) {
+  const int64_t planes = g.n * g.c;
+  const T inv = T(1) / static_cast<T>(k * k);
+#pragma omp parallel for schedule(static) if (par_for(planes * g.h * g.w))
+  for (int64_t p = 0; p < planes; ++p) {
+    T* dp = dx + p * g.h * g.w;
+    std::fill(dp, dp + g.h * g.w, T(0));
+    const T* gp = dy + p * g.ho * g.wo;
+    for (int64_t oh = 0; oh < g.ho; ++oh) {
+      const int64_t h0 = std::max<int64_t>(oh * stride - pad, 0), h1 = std::min(oh * stride - pad + k, g.h);
+      for (int64_t ow = 0; ow < g.wo; ++ow) {
+        const int64_t w0 = std::max<int64_t>(ow * stride - pad, 0), w1 = std::min(ow * stride - pad + k, g.w);
+        const T v = gp[oh * g.wo + ow] * inv;
+        for (int64_t h = h0; h < h1; ++h)
+          for (int64_t w = w0; w < w1; ++w) dp[h * g.w + w] += v;
+      }
+    }
+  }
+}
+
+#define Y9_INST(T)                                                                                        \
+  template void upsample_nearest_forward_cpu<T>(const T*, const Plane2d&, int64_t, T*);                   \
+  template void upsample_nearest_backward_cpu<T>(const T*, const Plane2d&, int64_t, T*);                  \
+  template void max_pool2d_forward_cpu<T>(const T*, const Plane2d&, int64_t, int64_t, int64_t, T*, int64_t*); \
+  template void max_pool2d_backward_cpu<T>(const T*, const int64_t*, const Plane2d&, T*);                 \
+  template void avg_pool2d_forward_cpu<T>(const T*, const Plane2d&, int64_t, int64_t, int64_t, T*);       \
+  template void avg_pool2d_backward_cpu<T>(const T*, const Plane2d&, int64_t, int64_t, int64_t, T*);
+Y9_INST(float)
+Y9_INST(double)
+#undef Y9_INST
+
+}  // namespace kernels::cpu

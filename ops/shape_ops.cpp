@@ -1,0 +1,125 @@
+// Shape ops: concat (kernel copy, backward splits the gradient into contiguous pieces), and
+// split/chunk, whose outputs are narrow() views (autograd flows through the view nodes).
+#include <string>
+
+#include "engine/autograd.h"
+#include "kernels/cpu/concat.h"
+#include "ops/dispatch.h"
+#include "ops/layout.h"
+#include "ops/ops.h"
+
+namespace ops {
+
+using engine::Shape;
+using engine::Tensor;
+
+Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
+  Y9_CHECK_SHAPE(!xs.empty(), "concat: empty list of tensors");
+  for (const auto& x : xs) detail::check_defined(x, "concat", "an input");
+  const Tensor& x0 = xs[0];
+  Y9_CHECK_SHAPE(x0.dim() > 0, "concat: 0-d tensor ", x0.str());
+  const int64_t d = x0.wrap_dim(dim);
+  Shape out_shape = x0.shape();
+  out_shape[d] = 0;
+  std::vector<int64_t> sizes;
+  for (const auto& x : xs) {
+    bool ok = x.dim() == x0.dim() && x.dtype() == x0.dtype() && x.device() == x0.device();
+    for (int64_t i = 0; ok && i < x.dim(); ++i) ok = i == d || x.size(i) == x0.size(i);
+    Y9_CHECK_SHAPE(ok, "concat: along dim ", d, " tensors ", x0.str(), " and ", x.str(),
+                   " differ in rank, another dim, dtype or device");
+    sizes.push_back(x.size(d));
+    out_shape[d] += x.size(d);
+  }
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < d; ++i) outer *= out_shape[i];
+  for (int64_t i = d + 1; i < static_cast<int64_t>(out_shape.size()); ++i) inner *= out_shape[i];
+  Tensor out = Tensor::empty(out_shape, x0.dtype(), x0.device());
+  if (x0.device().is_cpu()) {
+    std::vector<Tensor> cs;
+    {
+      engine::autograd::NoGradGuard ng;
+      for (const auto& x : xs) cs.push_back(x.contiguous());
+    }
+    detail::dispatch_float(x0, "concat", [&](auto tag) {
+      using T = decltype(tag);
+      std::vector<const T*> ptrs;
+      for (const auto& c : cs) ptrs.push_back(c.template data<T>());
+      kernels::cpu::concat_forward_cpu<T>(out.data<T>(), ptrs.data(), sizes.data(), static_cast<int>(xs.size()),
+                                          outer, inner);
+    });
+  } else {
+    Y9_THROW(engine::Error, "concat: CUDA not built yet for ", x0.str());
+  }
+  std::vector<bool> need;
+  std::vector<Shape> shapes;
+  for (const auto& x : xs) {
+    need.push_back(x.requires_grad());
+    shapes.push_back(x.shape());
+  }
+  engine::autograd::record_fn("ConcatBackward", xs, {out},
+                              [need, shapes, sizes, outer, inner](const std::vector<Tensor>& g) {
+                                std::vector<Tensor> r(shapes.size());
+                                if (!g[0].defined()) return r;
+                                Tensor dy = g[0].contiguous();
+                                for (size_t k = 0; k < shapes.size(); ++k)
+                                  if (need[k]) r[k] = Tensor::empty(shapes[k], dy.dtype(), dy.device());
+                                if (dy.device().is_cpu()) {
+                                  detail::dispatch_float(dy, "concat backward", [&](auto tag) {
+                                    using T = decltype(tag);
+                                    std::vector<T*> ptrs;
+                                    for (auto& t : r) ptrs.push_back(t.defined() ? t.template data<T>() : nullptr);
+                                    kernels::cpu::concat_backward_cpu<T>(dy.data<T>(), ptrs.data(), sizes.data(),
+                                                                         static_cast<int>(r.size()), outer, inner);
+                                  });
+                                } else {
+                                  Y9_THROW(engine::Error, "concat backward: CUDA not built yet for ", dy.str());
+                                }
+                                return r;
+                              });
+  return out;
+}
+
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {
+  detail::check_defined(x, "split", "input");
+  Y9_CHECK_SHAPE(x.dim() > 0, "split: 0-d tensor ", x.str());
+  const int64_t d = x.wrap_dim(dim);
+  int64_t total = 0;
+  std::string list = "[";
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    list += (i ? ", " : "") + std::to_string(sizes[i]);
+    total += sizes[i];
+  }
+  list += "]";
+  bool nonneg = true;
+  for (int64_t s : sizes) nonneg = nonneg && s >= 0;
+  Y9_CHECK_SHAPE(nonneg && total == x.size(d), "split: sizes ", list, " do not sum to dim ", d, " of shape ",
+                 engine::shape_str(x.shape()));
+  std::vector<Tensor> out;
+  int64_t start = 0;
+  for (int64_t s : sizes) {
+    out.push_back(x.narrow(d, start, s));
+    start += s;
+  }
+  return out;
+}
+
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
+  detail::check_defined(x, "chunk", "input");
+  Y9_CHECK_SHAPE(chunks > 0, "chunk: chunks must be positive, got ", chunks, " for shape ",
+                 engine::shape_str(x.shape()));
+  Y9_CHECK_SHAPE(x.dim() > 0, "chunk: 0-d tensor ", x.str());
+  const int64_t d = x.wrap_dim(dim);
+  const int64_t n = x.size(d);
+  // PyTorch: each chunk has ceil(n / chunks) elements, the last one the remainder (may give
+  // fewer than `chunks` pieces).
+  const int64_t step = (n + chunks - 1) / chunks;
+  std::vector<int64_t> sizes;
+  if (step == 0) {
+    sizes.push_back(0);
+  } else {
+    for (int64_t s = 0; s < n; s += step) sizes.push_back(s + step <= n ? step : n - s);
+  }
+  return split(x, sizes, d);
+}
+
+}  // namespace ops

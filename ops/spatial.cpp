@@ -1,0 +1,147 @@
+// Spatial ops on NCHW tensors: upsample_nearest, max_pool2d, avg_pool2d (PyTorch semantics:
+// floor output size, implicit -inf padding for max, count_include_pad=true for avg).
+// Official use: nn.Upsample(None, 2, 'nearest'), SPPELAN's MaxPool2d(5, 1, 2), ADown's
+// avg_pool2d(x, 2, 1, 0) and MaxPool2d(3, 2, 1) (yolov9 models/common.py).
+#include "engine/autograd.h"
+#include "kernels/cpu/spatial.h"
+#include "ops/dispatch.h"
+#include "ops/ops.h"
+
+namespace ops {
+
+using engine::Shape;
+using engine::Tensor;
+using kernels::cpu::Plane2d;
+
+namespace {
+
+Plane2d plane_of(const Tensor& x, int64_t ho, int64_t wo) {
+  Plane2d g{};
+  g.n = x.size(0);
+  g.c = x.size(1);
+  g.h = x.size(2);
+  g.w = x.size(3);
+  for (int i = 0; i < 4; ++i) g.xs[i] = x.stride(i);
+  g.ho = ho;
+  g.wo = wo;
+  return g;
+}
+
+void check_nchw(const Tensor& x, const char* op) {
+  detail::check_defined(x, op, "input");
+  Y9_CHECK_SHAPE(x.dim() == 4, op, ": expected x [N, C, H, W], got shape ", engine::shape_str(x.shape()));
+}
+
+// Output size of a floor-mode pooling window; throws on bad settings.
+int64_t pool_out(const Tensor& x, int64_t size, int64_t k, int64_t s, int64_t p, const char* op) {
+  Y9_CHECK_SHAPE(k > 0 && s > 0 && p >= 0 && p <= k / 2, op, ": kernel ", k, ", stride ", s, ", padding ", p,
+                 " invalid (need k > 0, stride > 0, 0 <= padding <= k/2) for shape ",
+                 engine::shape_str(x.shape()));
+  const int64_t o = (size + 2 * p - k) / s + 1;
+  Y9_CHECK_SHAPE(size + 2 * p >= k && o > 0, op, ": kernel ", k, " larger than padded input of shape ",
+                 engine::shape_str(x.shape()));
+  return o;
+}
+
+}  // namespace
+
+Tensor upsample_nearest(const Tensor& x, int64_t scale) {
+  check_nchw(x, "upsample_nearest");
+  Y9_CHECK_SHAPE(scale >= 1, "upsample_nearest: scale must be >= 1, got ", scale, " for shape ",
+                 engine::shape_str(x.shape()));
+  const Plane2d g = plane_of(x, x.size(2) * scale, x.size(3) * scale);
+  Tensor y = Tensor::empty({g.n, g.c, g.ho, g.wo}, x.dtype(), x.device());
+  if (x.device().is_cpu()) {
+    detail::dispatch_float(x, "upsample_nearest", [&](auto tag) {
+      using T = decltype(tag);
+      if (y.numel() > 0) kernels::cpu::upsample_nearest_forward_cpu<T>(x.data<T>(), g, scale, y.data<T>());
+    });
+  } else {
+    Y9_THROW(engine::Error, "upsample_nearest: CUDA not built yet for ", x.str());
+  }
+  engine::autograd::record_fn("UpsampleNearestBackward", {x}, {y}, [g, scale](const std::vector<Tensor>& gr) {
+    if (!gr[0].defined()) return std::vector<Tensor>{Tensor()};
+    Tensor dy = gr[0].contiguous();
+    Tensor dx = Tensor::empty({g.n, g.c, g.h, g.w}, dy.dtype(), dy.device());
+    if (dy.device().is_cpu()) {
+      detail::dispatch_float(dy, "upsample_nearest backward", [&](auto tag) {
+        using T = decltype(tag);
+        if (dx.numel() > 0) kernels::cpu::upsample_nearest_backward_cpu<T>(dy.data<T>(), g, scale, dx.data<T>());
+      });
+    } else {
+      Y9_THROW(engine::Error, "upsample_nearest backward: CUDA not built yet for ", dy.str());
+    }
+    return std::vector<Tensor>{dx};
+  });
+  return y;
+}
+
+Tensor max_pool2d(const Tensor& x, int64_t kernel, int64_t stride, int64_t padding) {
+  check_nchw(x, "max_pool2d");
+  const int64_t ho = pool_out(x, x.size(2), kernel, stride, padding, "max_pool2d");
+  const int64_t wo = pool_out(x, x.size(3), kernel, stride, padding, "max_pool2d");
+  const Plane2d g = plane_of(x, ho, wo);
+  Tensor y = Tensor::empty({g.n, g.c, ho, wo}, x.dtype(), x.device());
+  Tensor idx = Tensor::empty({g.n, g.c, ho, wo}, engine::DType::I64, x.device());
+  if (x.device().is_cpu()) {
+    detail::dispatch_float(x, "max_pool2d", [&](auto tag) {
+      using T = decltype(tag);
+      if (y.numel() > 0)
+        kernels::cpu::max_pool2d_forward_cpu<T>(x.data<T>(), g, kernel, stride, padding, y.data<T>(),
+                                                idx.data<int64_t>());
+    });
+  } else {
+    Y9_THROW(engine::Error, "max_pool2d: CUDA not built yet for ", x.str());
+  }
+  engine::autograd::record_fn("MaxPool2dBackward", {x}, {y}, [g, idx](const std::vector<Tensor>& gr) {
+    if (!gr[0].defined()) return std::vector<Tensor>{Tensor()};
+    Tensor dy = gr[0].contiguous();
+    Tensor dx = Tensor::empty({g.n, g.c, g.h, g.w}, dy.dtype(), dy.device());
+    if (dy.device().is_cpu()) {
+      detail::dispatch_float(dy, "max_pool2d backward", [&](auto tag) {
+        using T = decltype(tag);
+        if (dx.numel() > 0)
+          kernels::cpu::max_pool2d_backward_cpu<T>(dy.data<T>(), idx.data<int64_t>(), g, dx.data<T>());
+      });
+    } else {
+      Y9_THROW(engine::Error, "max_pool2d backward: CUDA not built yet for ", dy.str());
+    }
+    return std::vector<Tensor>{dx};
+  });
+  return y;
+}
+
+Tensor avg_pool2d(const Tensor& x, int64_t kernel, int64_t stride, int64_t padding) {
+  check_nchw(x, "avg_pool2d");
+  const int64_t ho = pool_out(x, x.size(2), kernel, stride, padding, "avg_pool2d");
+  const int64_t wo = pool_out(x, x.size(3), kernel, stride, padding, "avg_pool2d");
+  const Plane2d g = plane_of(x, ho, wo);
+  Tensor y = Tensor::empty({g.n, g.c, ho, wo}, x.dtype(), x.device());
+  if (x.device().is_cpu()) {
+    detail::dispatch_float(x, "avg_pool2d", [&](auto tag) {
+      using T = decltype(tag);
+      if (y.numel() > 0)
+        kernels::cpu::avg_pool2d_forward_cpu<T>(x.data<T>(), g, kernel, stride, padding, y.data<T>());
+    });
+  } else {
+    Y9_THROW(engine::Error, "avg_pool2d: CUDA not built yet for ", x.str());
+  }
+  engine::autograd::record_fn("AvgPool2dBackward", {x}, {y}, [g, kernel, stride, padding](const std::vector<Tensor>& gr) {
+    if (!gr[0].defined()) return std::vector<Tensor>{Tensor()};
+    Tensor dy = gr[0].contiguous();
+    Tensor dx = Tensor::empty({g.n, g.c, g.h, g.w}, dy.dtype(), dy.device());
+    if (dy.device().is_cpu()) {
+      detail::dispatch_float(dy, "avg_pool2d backward", [&](auto tag) {
+        using T = decltype(tag);
+        if (dx.numel() > 0)
+          kernels::cpu::avg_pool2d_backward_cpu<T>(dy.data<T>(), g, kernel, stride, padding, dx.data<T>());
+      });
+    } else {
+      Y9_THROW(engine::Error, "avg_pool2d backward: CUDA not built yet for ", dy.str());
+    }
+    return std::vector<Tensor>{dx};
+  });
+  return y;
+}
+
+}  // namespace ops
