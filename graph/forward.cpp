@@ -1,0 +1,225 @@
+// Forward passes of the YOLOv9 blocks and the whole model on top of ops/ops.h (official
+// models/common.py and models/yolo.py forwards; spec shared/spec/model.md sections 2, 3 and 8).
+// Kept apart from construction so that code which only builds/counts models links without ops.
+// Only shape metadata is read on the host here (anchor grids); never tensor data.
+#include <cmath>
+
+#include "engine/error.h"
+#include "graph/model.h"
+#include "ops/ops.h"
+
+namespace graph {
+
+namespace {
+
+Tensor apply_act(const Tensor& x, Act act) {
+  switch (act) {
+    case Act::SiLU: return ops::silu(x);
+    case Act::ReLU: return ops::relu(x);
+    case Act::Identity: return x;
+  }
+  return x;
+}
+
+// make_anchors(feats, strides, 0.5) (utils/tal/anchor_generator.py): anchor points [1, 2, A]
+// in grid units (x + 0.5, y + 0.5; y outer, x inner; levels P3..P5) and strides [1, 1, A].
+std::pair<Tensor, Tensor> make_anchors(const std::vector<Tensor>& feats, const std::vector<double>& stride) {
+  std::vector<float> px, py, st;
+  for (size_t l = 0; l < feats.size(); ++l) {
+    const int64_t h = feats[l].size(2), w = feats[l].size(3);
+    for (int64_t y = 0; y < h; ++y)
+      for (int64_t x = 0; x < w; ++x) {
+        px.push_back(static_cast<float>(x) + 0.5f);
+        py.push_back(static_cast<float>(y) + 0.5f);
+        st.push_back(static_cast<float>(stride[l]));
+      }
+  }
+  const auto a = static_cast<int64_t>(px.size());
+  px.insert(px.end(), py.begin(), py.end());
+  const engine::Device dev = feats[0].device();
+  return {Tensor::from_vector(px, {1, 2, a}, dev), Tensor::from_vector(st, {1, 1, a}, dev)};
+}
+
+}  // namespace
+
+// --- leaves and blocks ------------------------------------------------------------------------------
+
+Tensor Conv2d::forward(const Tensor& x) const { return ops::conv2d(x, weight, bias, {s, s}, {p, p}, {d, d}, g); }
+
+Tensor BatchNorm2d::forward(const Tensor& x) const {
+  if (training()) Tensor(num_batches_tracked).add_(Tensor::ones({}, engine::DType::I64, num_batches_tracked.device()));
+  return ops::batch_norm(x, weight, bias, running_mean, running_var, training(), momentum, eps);
+}
+
+Tensor Sequential::forward(const Tensor& x) const {
+  Tensor y = x;
+  for (const auto& b : items) y = b->run(y);
+  return y;
+}
+
+Tensor Conv::forward(const Tensor& x) const { return apply_act(bn->forward(conv->forward(x)), act); }
+
+Tensor RepConvN::forward(const Tensor& x) const { return apply_act(ops::add(conv1->forward(x), conv2->forward(x)), act); }
+
+Tensor RepNBottleneck::forward(const Tensor& x) const {
+  Tensor y = cv2->forward(cv1->forward(x));
+  return add ? ops::add(x, y) : y;
+}
+
+Tensor RepNCSP::forward(const Tensor& x) const {
+  return cv3->forward(ops::concat({m->forward(cv1->forward(x)), cv2->forward(x)}, 1));
+}
+
+Tensor RepNCSPELAN4::forward(const Tensor& x) const {
+  auto y = ops::chunk(cv1->forward(x), 2, 1);
+  Tensor y2 = cv2->forward(y[1]);
+  Tensor y3 = cv3->forward(y2);
+  return cv4->forward(ops::concat({y[0], y[1], y2, y3}, 1));
+}
+
+Tensor ELAN1::forward(const Tensor& x) const {
+  auto y = ops::chunk(cv1->forward(x), 2, 1);
+  Tensor y2 = cv2->forward(y[1]);
+  Tensor y3 = cv3->forward(y2);
+  return cv4->forward(ops::concat({y[0], y[1], y2, y3}, 1));
+}
+
+Tensor AConv::forward(const Tensor& x) const { return cv1->forward(ops::avg_pool2d(x, 2, 1, 0)); }
+
+Tensor ADown::forward(const Tensor& x) const {
+  auto h = ops::chunk(ops::avg_pool2d(x, 2, 1, 0), 2, 1);
+  Tensor x1 = cv1->forward(h[0]);
+  Tensor x2 = cv2->forward(ops::max_pool2d(h[1], 3, 2, 1));
+  return ops::concat({x1, x2}, 1);
+}
+
+Tensor SP::forward(const Tensor& x) const { return ops::max_pool2d(x, k, s, k / 2); }
+
+Tensor SPPELAN::forward(const Tensor& x) const {
+  Tensor y0 = cv1->forward(x);
+  Tensor y1 = cv2->forward(y0);
+  Tensor y2 = cv3->forward(y1);
+  Tensor y3 = cv4->forward(y2);
+  return cv5->forward(ops::concat({y0, y1, y2, y3}, 1));
+}
+
+Tensor Concat::forward(const std::vector<Tensor>& xs) const { return ops::concat(xs, d); }
+
+Tensor Upsample::forward(const Tensor& x) const { return ops::upsample_nearest(x, scale); }
+
+std::vector<Tensor> CBLinear::forward(const Tensor& x) const { return ops::split(conv->forward(x), c2s, 1); }
+
+Tensor CBFuse::forward(const std::vector<std::vector<Tensor>>& routed, const Tensor& x) const {
+  Y9_CHECK_SHAPE(routed.size() == idx.size(), "CBFuse: ", routed.size(), " routed inputs for ", idx.size(), " indices");
+  const int64_t h = x.size(2), w = x.size(3);
+  Tensor sum;
+  for (size_t i = 0; i < routed.size(); ++i) {
+    Tensor piece = routed[i].at(static_cast<size_t>(idx[i]));
+    const int64_t ph = piece.size(2), pw = piece.size(3);
+    Y9_CHECK_SHAPE(h % ph == 0 && w % pw == 0 && h / ph == w / pw, "CBFuse: cannot resize ", engine::shape_str(piece.shape()),
+                   " to ", h, "x", w, " by one integer factor");
+    // F.interpolate(mode='nearest') with an integer factor is pure replication.
+    if (ph != h) piece = ops::upsample_nearest(piece, h / ph);
+    sum = sum.defined() ? ops::add(sum, piece) : piece;
+  }
+  return sum.defined() ? ops::add(sum, x) : x;  // torch.sum(stack(res + [x])): pieces first, x last
+}
+
+Tensor DFL::forward(const Tensor& x) const {
+  const int64_t b = x.size(0), a = x.size(2);
+  Tensor p = ops::softmax(x.view({b, 4, c1, a}).transpose(2, 1), 1);  // [b, 16, 4, a]
+  return conv->forward(p).view({b, 4, a});
+}
+
+Tensor UnaryBlock::run(const Tensor& x) const {
+  if (auto* b = dynamic_cast<const Conv*>(this)) return b->forward(x);
+  if (auto* b = dynamic_cast<const RepNCSPELAN4*>(this)) return b->forward(x);
+  if (auto* b = dynamic_cast<const Sequential*>(this)) return b->forward(x);
+  if (auto* b = dynamic_cast<const RepNCSP*>(this)) return b->forward(x);
+  if (auto* b = dynamic_cast<const RepNBottleneck*>(this)) return b->forward(x);
+  if (auto* b = dynamic_cast<const RepConvN*>(this)) return b->forward(x);
+  if (auto* b = dynamic_cast<const Conv2d*>(this)) return b->forward(x);
+  if (auto* b = dynamic_cast<const ADown*>(this)) return b->forward(x);
+  if (auto* b = dynamic_cast<const AConv*>(this)) return b->forward(x);
+  if (auto* b = dynamic_cast<const ELAN1*>(this)) return b->forward(x);
+  if (auto* b = dynamic_cast<const SPPELAN*>(this)) return b->forward(x);
+  if (auto* b = dynamic_cast<const SP*>(this)) return b->forward(x);
+  if (auto* b = dynamic_cast<const Upsample*>(this)) return b->forward(x);
+  if (auto* b = dynamic_cast<const Silence*>(this)) return b->forward(x);
+  Y9_THROW(engine::InternalError, "UnaryBlock::run: no forward for ", type_name());
+}
+
+// --- detection head ------------------------------------------------------------------------------------
+
+HeadOutput Detect::forward(const std::vector<Tensor>& xs) const {
+  Y9_CHECK_SHAPE(static_cast<int64_t>(xs.size()) == nl * branches, type_name(), ": ", xs.size(), " inputs, expected ",
+                 nl * branches);
+  HeadOutput out;
+  out.raw.resize(static_cast<size_t>(branches));
+  for (int b = 0; b < branches; ++b)
+    for (int64_t l = 0; l < nl; ++l) {
+      const Tensor& x = xs[static_cast<size_t>(b * nl + l)];
+      const auto bi = static_cast<size_t>(b), li = static_cast<size_t>(l);
+      out.raw[bi].push_back(ops::concat({box_seq[bi][li]->forward(x), cls_seq[bi][li]->forward(x)}, 1));
+    }
+  if (training()) return out;
+  // Anchors and strides come from branch 0's level shapes (identical for every branch).
+  auto [anchors, strides] = make_anchors(out.raw[0], stride);
+  const int64_t bsz = xs[0].size(0);
+  for (int b = 0; b < branches; ++b) {
+    std::vector<Tensor> flat;
+    for (const Tensor& r : out.raw[static_cast<size_t>(b)]) flat.push_back(r.reshape({bsz, no, -1}));
+    auto parts = ops::split(ops::concat(flat, 2), {reg_max * 4, nc}, 1);
+    Tensor dist = dfl[static_cast<size_t>(b)]->forward(parts[0]);  // [B, 4, A] (l, t, r, b)
+    auto lr = ops::split(dist, {2, 2}, 1);
+    Tensor x1y1 = ops::sub(anchors, lr[0]);
+    Tensor x2y2 = ops::add(anchors, lr[1]);
+    Tensor cxy = ops::mul_scalar(ops::add(x1y1, x2y2), 0.5);  // (x1y1 + x2y2) / 2, exact
+    Tensor wh = ops::sub(x2y2, x1y1);
+    Tensor dbox = ops::mul(ops::concat({cxy, wh}, 1), strides);
+    out.decoded.push_back(ops::concat({dbox, ops::sigmoid(parts[1])}, 1));
+  }
+  return out;
+}
+
+// --- model ------------------------------------------------------------------------------------------
+
+ModelOutput Model::forward(const Tensor& x) {
+  Y9_CHECK_SHAPE(x.dim() == 4 && x.size(1) == cfg_.ch_in, "Model::forward: expected [B, ", cfg_.ch_in,
+                 ", H, W], got ", engine::shape_str(x.shape()));
+  std::vector<std::vector<Tensor>> saved(layers_.size());
+  std::vector<Tensor> prev{x};
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const LayerSpec& L = cfg_.layers[i];
+    std::vector<std::vector<Tensor>> in;
+    for (int f : L.from_abs) {
+      if (f < 0) in.push_back({x});
+      else if (static_cast<size_t>(f) + 1 == i) in.push_back(prev);
+      else in.push_back(saved[static_cast<size_t>(f)]);
+    }
+    Block* b = layers_[i].get();
+    std::vector<Tensor> y;
+    if (auto* head = dynamic_cast<Detect*>(b)) {
+      std::vector<Tensor> xs;
+      for (auto& v : in) xs.push_back(v.at(0));
+      return head->forward(xs);
+    } else if (auto* cbl = dynamic_cast<CBLinear*>(b)) {
+      y = cbl->forward(in.at(0).at(0));
+    } else if (auto* cbf = dynamic_cast<CBFuse*>(b)) {
+      Tensor last = in.back().at(0);
+      in.pop_back();
+      y = {cbf->forward(in, last)};
+    } else if (auto* cat = dynamic_cast<Concat*>(b)) {
+      std::vector<Tensor> xs;
+      for (auto& v : in) xs.push_back(v.at(0));
+      y = {cat->forward(xs)};
+    } else {
+      y = {static_cast<UnaryBlock*>(b)->run(in.at(0).at(0))};
+    }
+    if (keep_[i]) saved[i] = y;
+    prev = std::move(y);
+  }
+  Y9_THROW(engine::InternalError, "Model::forward: no detection head reached");
+}
+
+}  // namespace graph

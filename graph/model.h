@@ -1,0 +1,96 @@
+// The detection model: a module graph built from a ModelConfig (official models/yolo.py:
+// DetectionModel + parse_model), with official state_dict names ("model.<i>.<...>"), seeded
+// PyTorch-default weight initialisation, strides, parameter counts, analytic GFLOPs and the
+// official-style layer summary. The forward pass is in graph/forward.cpp (needs ops/).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/config.h"
+#include "graph/modules.h"
+
+namespace graph {
+
+/// How to build a model.
+struct BuildOptions {
+  uint64_t seed = 0;   ///< weight-initialisation seed (graph::init_weights)
+  bool init = true;    ///< false: leave conv weights uninitialised (shape-only uses: counting, summaries)
+};
+
+/// Output of Model::forward. Training mode: `raw` only. Eval mode: also `decoded`.
+/// raw[b][l] = branch b (0 = first head branch; for DualDDetect 0 = auxiliary, 1 = main), level l
+/// (P3, P4, P5): [B, 64 + nc, H_l, W_l]. decoded[b] = [B, 4 + nc, A]: cx, cy, w, h in input
+/// pixels, then sigmoid class scores (spec 2.16, 8).
+using ModelOutput = HeadOutput;
+
+class Model : public Module {
+ public:
+  /// Builds every layer of `cfg` (channel widths resolved by the parser), sets the strides from
+  /// an analytic trace at 256x256 (official stride probe), initialises weights (PyTorch defaults
+  /// from a seeded counter-based generator, BN gamma 1 / beta 0 / running 0,1, DFL 0..15) and runs
+  /// the head's bias_init. Throws engine::ConfigError on an unsupported activation.
+  explicit Model(ModelConfig cfg, const BuildOptions& opts = {});
+  /// load_model_config(path, nc_override) + the constructor.
+  static std::shared_ptr<Model> from_yaml(const std::string& path, int64_t nc_override = -1,
+                                          const BuildOptions& opts = {});
+
+  std::string type_name() const override { return "DetectionModel"; }
+  const ModelConfig& config() const { return cfg_; }
+  int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
+  Block* layer(int64_t i) const { return layers_.at(static_cast<size_t>(i)).get(); }
+  Detect* head() const { return head_; }
+  int64_t nc() const { return cfg_.nc; }
+  /// Strides of the head levels in pixels ([8, 16, 32] for every shipped model).
+  const std::vector<double>& strides() const { return head_->stride; }
+
+  /// Elements of all parameters (trainable + frozen DFL weights), as sum(p.numel()).
+  int64_t num_parameters() const;
+  /// Elements of parameters that require gradients ("gradients" in the official summary).
+  int64_t num_trainable() const;
+  /// Elements of all buffers (BN running stats and num_batches_tracked).
+  int64_t num_buffer_elements() const;
+  /// Parameter elements of layer i (the "params" column).
+  int64_t layer_parameters(int64_t i) const;
+  /// Modules as counted by the official summary (len(list(model.modules())): shared default
+  /// activations counted once, nn.Identity and nn.MaxPool2d children included).
+  int64_t num_modules_official();
+
+  /// 2 x multiply-accumulates of every convolution (incl. the DFL convs of eval mode) for one
+  /// image of img_h x img_w pixels, in units of 1e9 (the params.json "gflops_640" convention;
+  /// bias adds, BN, activations, pooling are not counted). Throws engine::ShapeError when a
+  /// concatenation or fusion sees mismatched sizes (sides not multiples of 32).
+  double gflops(int64_t img_h, int64_t img_w) const;
+  /// Output dims of every layer for an input of img_h x img_w (pieces for CBLinear).
+  std::vector<std::vector<Dims>> trace(int64_t img_h, int64_t img_w, double* macs = nullptr) const;
+
+  /// The official parse_model table (index, from, n, params, module, arguments) followed by
+  /// "<name> summary: L layers, P parameters, G gradients, F GFLOPs" (F at img x img).
+  std::string summary(const std::string& name, int64_t img = 640);
+
+  /// Forward pass (graph/forward.cpp). x [B, ch_in, H, W] float32 RGB in [0, 1], H and W
+  /// multiples of 32. Training mode returns raw maps; eval mode also decodes (spec 8).
+  ModelOutput forward(const Tensor& x);
+
+ private:
+  ModelConfig cfg_;
+  Act act_ = Act::SiLU;
+  std::shared_ptr<ModuleList> seq_;
+  std::vector<std::shared_ptr<Block>> layers_;
+  Detect* head_ = nullptr;
+  std::vector<bool> keep_;  ///< layer outputs read later (the save list)
+};
+
+/// Re-initialises weights like a freshly built official model: every Conv2d weight and bias
+/// ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (PyTorch kaiming_uniform(a=sqrt(5)) default; fan_in =
+/// c1/g*k*k), BN weight 1, bias 0, running_mean 0, running_var 1, num_batches_tracked 0, DFL
+/// weights 0..15, then the head's bias_init. Values come from a counter-based generator keyed by
+/// (seed, parameter name, element index): bitwise reproducible, independent of build order and
+/// thread count. (The official stride probe's BN side effect, spec 3, is not reproduced here.)
+void init_weights(Model& model, uint64_t seed);
+
+/// Uniform double in [0, 1) for (seed, stream, index): SplitMix64 finaliser over a counter.
+double counter_uniform(uint64_t seed, uint64_t stream, uint64_t index);
+
+}  // namespace graph

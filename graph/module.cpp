@@ -1,0 +1,58 @@
+// Module registration and traversal (PyTorch nn.Module naming and state_dict order).
+#include "graph/module.h"
+
+namespace graph {
+
+Tensor& Module::register_parameter(const std::string& name, Tensor t, bool trainable) {
+  t.set_requires_grad(trainable);
+  params_.emplace_back(name, std::move(t));
+  return params_.back().second;
+}
+
+Tensor& Module::register_buffer(const std::string& name, Tensor t) {
+  buffers_.emplace_back(name, std::move(t));
+  return buffers_.back().second;
+}
+
+void Module::collect(const std::string& prefix, bool params, bool buffers, bool interleave,
+                     std::vector<std::pair<std::string, Tensor>>& out) const {
+  if (params)
+    for (const auto& [n, t] : params_) out.emplace_back(prefix + n, t);
+  if (buffers)
+    for (const auto& [n, t] : buffers_) out.emplace_back(prefix + n, t);
+  for (const auto& [n, c] : children_) c->collect(prefix + n + ".", params, buffers, interleave, out);
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_parameters(const std::string& prefix) const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  collect(prefix, true, false, false, out);
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers(const std::string& prefix) const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  collect(prefix, false, true, false, out);
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::state_dict(const std::string& prefix) const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  collect(prefix, true, true, true, out);
+  return out;
+}
+
+std::vector<std::pair<std::string, Module*>> Module::named_modules(const std::string& prefix) {
+  std::vector<std::pair<std::string, Module*>> out{{prefix, this}};
+  for (const auto& [n, c] : children_) {
+    auto sub = c->named_modules(prefix.empty() ? n : prefix + "." + n);
+    out.insert(out.end(), sub.begin(), sub.end());
+  }
+  return out;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [n, c] : children_) c->train(on);
+}
+
+}  // namespace graph

@@ -1,0 +1,298 @@
+// The YOLOv9 building blocks (official models/common.py and models/yolo.py of WongKinYiu/yolov9,
+// commit 5b1ea9a; spec: shared/spec/model.md section 2). Constructors create the parameters with
+// their official names and shapes (values are set by graph::init_weights); trace() computes
+// output sizes and multiply-accumulates analytically; forward() is defined in
+// graph/forward.cpp on top of ops/ops.h. All tensors are NCHW float32.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/module.h"
+
+namespace graph {
+
+/// Activation applied by Conv / RepConvN. The official default is SiLU; a model YAML's
+/// `activation: nn.ReLU()` replaces it (models/yolo.py: parse_model).
+enum class Act { SiLU, ReLU, Identity };
+
+/// Parses an official `activation:` value ("nn.SiLU()", "nn.ReLU()", "nn.Identity()"); empty
+/// text means SiLU. Throws engine::ConfigError for anything else (e.g. nn.LeakyReLU(0.1), which
+/// the ops layer does not provide).
+Act parse_activation(const std::string& text, const std::string& source);
+
+/// The layer interface of a model row: a block that maps the outputs of its `from` layers to
+/// one output (a list of pieces for CBLinear). trace() is the analytic shape/MAC pass.
+class Block : public Module {
+ public:
+  /// in[k] = output dims of the k-th `from` entry (several pieces for a CBLinear output).
+  /// Returns the output dims (pieces for CBLinear; the raw head maps for detection heads).
+  virtual std::vector<Dims> trace(const std::vector<std::vector<Dims>>& in, double& macs) const = 0;
+};
+
+/// Row blocks with one tensor in and one out share this helper.
+class UnaryBlock : public Block {
+ public:
+  std::vector<Dims> trace(const std::vector<std::vector<Dims>>& in, double& macs) const override {
+    return {trace1(in.at(0).at(0), macs)};
+  }
+  virtual Dims trace1(const Dims& in, double& macs) const = 0;
+  /// Runs the concrete block's forward (dispatch by type; defined in graph/forward.cpp).
+  /// x [N, C, H, W] -> [N, C', H', W'].
+  Tensor run(const Tensor& x) const;
+};
+
+/// nn.Sequential of one-in-one-out blocks, children named 0..n-1 (also the n > 1 repeat of a row).
+class Sequential : public UnaryBlock {
+ public:
+  std::string type_name() const override { return "Sequential"; }
+  Dims trace1(const Dims& in, double& macs) const override;
+  Tensor forward(const Tensor& x) const;
+  void add(std::shared_ptr<UnaryBlock> b) {
+    items.push_back(b);
+    register_module(std::to_string(items.size() - 1), b);
+  }
+  std::vector<std::shared_ptr<UnaryBlock>> items;
+};
+
+// --- leaves --------------------------------------------------------------------------------------
+
+/// nn.Conv2d: weight [c2, c1/groups, k, k], optional bias [c2].
+class Conv2d : public UnaryBlock {
+ public:
+  Conv2d(int64_t c1, int64_t c2, int64_t k, int64_t s, int64_t p, int64_t g, int64_t d, bool bias,
+         bool trainable = true);
+  std::string type_name() const override { return "Conv2d"; }
+  /// x [N, c1, H, W] -> [N, c2, Ho, Wo], Ho = (H + 2p - d(k-1) - 1)/s + 1.
+  Tensor forward(const Tensor& x) const;
+  /// Output dims; adds c2 * Ho * Wo * (c1/g) * k * k to `macs`.
+  Dims trace1(const Dims& in, double& macs) const override;
+  int64_t c1, c2, k, s, p, g, d;
+  Tensor weight, bias;  ///< bias undefined when absent
+};
+
+/// nn.BatchNorm2d with the official overrides eps = 1e-3, momentum = 0.03 (initialize_weights).
+class BatchNorm2d : public Module {
+ public:
+  explicit BatchNorm2d(int64_t c);
+  std::string type_name() const override { return "BatchNorm2d"; }
+  /// Training mode: batch statistics, updates running stats and num_batches_tracked in place.
+  Tensor forward(const Tensor& x) const;
+  int64_t c;
+  double eps = 1e-3, momentum = 0.03;
+  Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+};
+
+// --- blocks (spec section 2) -----------------------------------------------------------------------
+
+/// Conv(c1, c2, k=1, s=1, p=None, g=1, d=1, act): act(bn(conv(x))), conv without bias, autopad.
+class Conv : public UnaryBlock {
+ public:
+  /// p < 0 means autopad: (d*(k-1)+1)/2.
+  Conv(int64_t c1, int64_t c2, int64_t k = 1, int64_t s = 1, int64_t p = -1, int64_t g = 1, int64_t d = 1,
+       Act act = Act::SiLU);
+  std::string type_name() const override { return "Conv"; }
+  Tensor forward(const Tensor& x) const;
+  Dims trace1(const Dims& in, double& macs) const override { return conv->trace1(in, macs); }
+  std::shared_ptr<Conv2d> conv;
+  std::shared_ptr<BatchNorm2d> bn;
+  Act act;
+};
+
+/// RepConvN(c1, c2, 3, s): act(Conv3x3_noact(x) + Conv1x1_noact(x)); names conv1, conv2.
+class RepConvN : public UnaryBlock {
+ public:
+  RepConvN(int64_t c1, int64_t c2, int64_t s = 1, int64_t g = 1, Act act = Act::SiLU);
+  std::string type_name() const override { return "RepConvN"; }
+  Tensor forward(const Tensor& x) const;
+  Dims trace1(const Dims& in, double& macs) const override;
+  std::shared_ptr<Conv> conv1, conv2;
+  Act act;
+};
+
+/// RepNBottleneck(c1, c2, shortcut, g, e): x + cv2(cv1(x)) when shortcut and c1 == c2.
+class RepNBottleneck : public UnaryBlock {
+ public:
+  RepNBottleneck(int64_t c1, int64_t c2, bool shortcut, double e, Act act);
+  std::string type_name() const override { return "RepNBottleneck"; }
+  Tensor forward(const Tensor& x) const;
+  Dims trace1(const Dims& in, double& macs) const override;
+  std::shared_ptr<RepConvN> cv1;
+  std::shared_ptr<Conv> cv2;
+  bool add;
+};
+
+/// RepNCSP(c1, c2, n): cv3(cat(m(cv1(x)), cv2(x))), hidden c_ = int(c2 * 0.5).
+class RepNCSP : public UnaryBlock {
+ public:
+  RepNCSP(int64_t c1, int64_t c2, int64_t n, Act act);
+  std::string type_name() const override { return "RepNCSP"; }
+  Tensor forward(const Tensor& x) const;
+  Dims trace1(const Dims& in, double& macs) const override;
+  std::shared_ptr<Conv> cv1, cv2, cv3;
+  std::shared_ptr<Sequential> m;  ///< n x RepNBottleneck
+};
+
+/// RepNCSPELAN4(c1, c2, c3, c4, c5): GELAN block (spec 2.7).
+class RepNCSPELAN4 : public UnaryBlock {
+ public:
+  RepNCSPELAN4(int64_t c1, int64_t c2, int64_t c3, int64_t c4, int64_t c5, Act act);
+  std::string type_name() const override { return "RepNCSPELAN4"; }
+  Dims trace1(const Dims& in, double& macs) const override;
+  Tensor forward(const Tensor& x) const;
+  int64_t c;  ///< c3 / 2
+  std::shared_ptr<Conv> cv1, cv4;
+  std::shared_ptr<Sequential> cv2, cv3;  ///< Sequential(RepNCSP, Conv)
+};
+
+/// ELAN1(c1, c2, c3, c4) (spec 2.8).
+class ELAN1 : public UnaryBlock {
+ public:
+  ELAN1(int64_t c1, int64_t c2, int64_t c3, int64_t c4, Act act);
+  std::string type_name() const override { return "ELAN1"; }
+  Dims trace1(const Dims& in, double& macs) const override;
+  Tensor forward(const Tensor& x) const;
+  int64_t c;
+  std::shared_ptr<Conv> cv1, cv2, cv3, cv4;
+};
+
+/// AConv(c1, c2): Conv(c1, c2, 3, 2, 1)(avgpool2x2_s1(x)) (spec 2.2).
+class AConv : public UnaryBlock {
+ public:
+  AConv(int64_t c1, int64_t c2, Act act);
+  std::string type_name() const override { return "AConv"; }
+  Dims trace1(const Dims& in, double& macs) const override;
+  Tensor forward(const Tensor& x) const;
+  std::shared_ptr<Conv> cv1;
+};
+
+/// ADown(c1, c2) (spec 2.3).
+class ADown : public UnaryBlock {
+ public:
+  ADown(int64_t c1, int64_t c2, Act act);
+  std::string type_name() const override { return "ADown"; }
+  Dims trace1(const Dims& in, double& macs) const override;
+  Tensor forward(const Tensor& x) const;
+  int64_t c;  ///< c2 / 2
+  std::shared_ptr<Conv> cv1, cv2;
+};
+
+/// SP(k=5, s=1): max pooling with padding k/2 (no parameters; holds an nn.MaxPool2d officially).
+class SP : public UnaryBlock {
+ public:
+  explicit SP(int64_t k = 5, int64_t s = 1) : k(k), s(s) {}
+  std::string type_name() const override { return "SP"; }
+  Dims trace1(const Dims& in, double&) const override {
+    return {in.c, (in.h + 2 * (k / 2) - k) / s + 1, (in.w + 2 * (k / 2) - k) / s + 1};
+  }
+  Tensor forward(const Tensor& x) const;
+  int64_t k, s;
+};
+
+/// SPPELAN(c1, c2, c3) (spec 2.9).
+class SPPELAN : public UnaryBlock {
+ public:
+  SPPELAN(int64_t c1, int64_t c2, int64_t c3, Act act);
+  std::string type_name() const override { return "SPPELAN"; }
+  Dims trace1(const Dims& in, double& macs) const override;
+  Tensor forward(const Tensor& x) const;
+  int64_t c;
+  std::shared_ptr<Conv> cv1, cv5;
+  std::shared_ptr<SP> cv2, cv3, cv4;
+};
+
+/// Concat(dimension=1) of the input list, in `from` order.
+class Concat : public Block {
+ public:
+  explicit Concat(int64_t d = 1) : d(d) {}
+  std::string type_name() const override { return "Concat"; }
+  std::vector<Dims> trace(const std::vector<std::vector<Dims>>& in, double& macs) const override;
+  Tensor forward(const std::vector<Tensor>& xs) const;
+  int64_t d;
+};
+
+/// nn.Upsample(None, scale, 'nearest').
+class Upsample : public UnaryBlock {
+ public:
+  explicit Upsample(int64_t scale) : scale(scale) {}
+  std::string type_name() const override { return "Upsample"; }
+  Dims trace1(const Dims& in, double&) const override { return {in.c, in.h * scale, in.w * scale}; }
+  Tensor forward(const Tensor& x) const;
+  int64_t scale;
+};
+
+/// Silence: identity.
+class Silence : public UnaryBlock {
+ public:
+  std::string type_name() const override { return "Silence"; }
+  Dims trace1(const Dims& in, double&) const override { return in; }
+  Tensor forward(const Tensor& x) const { return x; }
+};
+
+/// CBLinear(c1, c2s): one 1x1 conv with bias to sum(c2s) channels, split into pieces (spec 2.12).
+class CBLinear : public Block {
+ public:
+  CBLinear(int64_t c1, std::vector<int64_t> c2s);
+  std::string type_name() const override { return "CBLinear"; }
+  std::vector<Dims> trace(const std::vector<std::vector<Dims>>& in, double& macs) const override;
+  std::vector<Tensor> forward(const Tensor& x) const;
+  std::vector<int64_t> c2s;
+  std::shared_ptr<Conv2d> conv;
+};
+
+/// CBFuse(idx): x + sum_i nearest_resize(t_i[idx[i]]) (spec 2.13).
+class CBFuse : public Block {
+ public:
+  explicit CBFuse(std::vector<int64_t> idx) : idx(std::move(idx)) {}
+  std::string type_name() const override { return "CBFuse"; }
+  std::vector<Dims> trace(const std::vector<std::vector<Dims>>& in, double& macs) const override;
+  /// routed[i] = pieces of the i-th CBLinear input; x = the last input.
+  Tensor forward(const std::vector<std::vector<Tensor>>& routed, const Tensor& x) const;
+  std::vector<int64_t> idx;
+};
+
+/// DFL(c1=16): fixed 1x1 conv with weights 0..15 (frozen parameter) (spec 2.15).
+class DFL : public Module {
+ public:
+  explicit DFL(int64_t c1 = 16);
+  std::string type_name() const override { return "DFL"; }
+  /// x [B, 4*c1, A] (side-major bins) -> [B, 4, A] expected distances in bins.
+  Tensor forward(const Tensor& x) const;
+  int64_t c1;
+  std::shared_ptr<Conv2d> conv;
+};
+
+/// Output of a detection head.
+struct HeadOutput {
+  /// raw[b][l]: branch b, level l, [B, 64+nc, H_l, W_l] (box distribution logits, class logits).
+  std::vector<std::vector<Tensor>> raw;
+  /// eval mode only: decoded[b] = [B, 4+nc, A] (cx, cy, w, h in input pixels; sigmoid scores).
+  std::vector<Tensor> decoded;
+};
+
+/// DDetect (branches = 1), DualDDetect (2), TripleDDetect (3): spec 2.16/2.17. Branch b has box
+/// convs cv{2+2b}, class convs cv{3+2b} and DFL dfl / dfl2 / dfl3; the widths of branch b come
+/// from its first input.
+class Detect : public Block {
+ public:
+  Detect(int64_t nc, std::vector<int64_t> ch, int branches, Act act);
+  std::string type_name() const override;
+  std::vector<Dims> trace(const std::vector<std::vector<Dims>>& in, double& macs) const override;
+  /// xs: branches*nl maps in `from` order. Training: raw only; eval: raw + decoded.
+  HeadOutput forward(const std::vector<Tensor>& xs) const;
+  /// bias_init(): box biases 1.0, class biases ln(5 / nc / (640/s)^2) (spec 2.16). Needs strides.
+  void bias_init();
+
+  int64_t nc, nl, reg_max = 16, no;
+  int branches;
+  std::vector<double> stride;  ///< pixels per cell of each level (set by the model builder)
+  std::vector<int64_t> box_width, cls_width;  ///< per branch (c2/c4/c6 and c3/c5/c7)
+  std::vector<std::shared_ptr<ModuleList>> box;   ///< per branch: ModuleList of Sequential(Conv, Conv g4, Conv2d g4)
+  std::vector<std::shared_ptr<ModuleList>> cls;   ///< per branch: ModuleList of Sequential(Conv, Conv, Conv2d)
+  /// Per branch and level, the Sequential of box / class convs (typed access to box[b]->at(l)).
+  std::vector<std::vector<std::shared_ptr<Sequential>>> box_seq, cls_seq;
+  std::vector<std::shared_ptr<DFL>> dfl;
+};
+
+}  // namespace graph
