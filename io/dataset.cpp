@@ -234,7 +234,7 @@ bool load_cache(const std::string& path, const std::string& hash, size_t n, std:
                 std::string& note) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) {
-    note = "no cache";
+    note.clear();  // first scan: nothing to report
     return false;
   }
   try {
