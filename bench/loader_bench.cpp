@@ -1,0 +1,58 @@
+// Training-loader throughput on coco128: images/s with mosaic at 640, batch 16, 1 and 2 workers
+// (official loader column skipped: no PyTorch here). Needs $YOLOV9_COCO128 or ../shared/data/coco128.
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "io/data_yaml.h"
+#include "io/dataset.h"
+#include "io/loader.h"
+
+namespace {
+
+std::shared_ptr<io::AugmentedDataset> coco128_dataset() {
+  static std::shared_ptr<io::AugmentedDataset> ds = [] {
+    const char* env = std::getenv("YOLOV9_COCO128");
+    std::string dir = env ? env : "../shared/data/coco128";
+    if (!std::filesystem::exists(dir + "/coco128.yaml")) return std::shared_ptr<io::AugmentedDataset>();
+    auto cfg = io::load_data_yaml(dir + "/coco128.yaml");
+    io::ScanOptions so;
+    so.use_cache = false;  // never write into the shared data folder
+    auto scan = io::scan_dataset(cfg.train, so);
+    io::AugmentOptions o;
+    o.img_size = 640;
+    o.seed = 0;
+    return std::make_shared<io::AugmentedDataset>(scan.records, o);
+  }();
+  return ds;
+}
+
+void BM_TrainLoaderMosaic640(benchmark::State& state) {
+  auto ds = coco128_dataset();
+  if (!ds) {
+    state.SkipWithError("coco128 not found (set YOLOV9_COCO128)");
+    return;
+  }
+  io::LoaderOptions o;
+  o.batch_size = 16;
+  o.workers = static_cast<int>(state.range(0));
+  o.prefetch = 4;
+  io::DataLoader dl(ds, o);
+  int64_t images = 0, epoch = 0;
+  dl.start_epoch(0);
+  io::Batch b;
+  for (auto _ : state) {
+    if (!dl.next(b)) {
+      dl.start_epoch(static_cast<int>(++epoch));
+      dl.next(b);
+    }
+    images += b.images.size(0);
+  }
+  state.counters["images/s"] = benchmark::Counter(static_cast<double>(images), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_TrainLoaderMosaic640)->Arg(1)->Arg(2)->ArgName("workers")->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(3.0);
+
+}  // namespace
+
+BENCHMARK_MAIN();

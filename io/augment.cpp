@@ -1,0 +1,465 @@
+// Augmentation pipeline (official utils/augmentations.py + LoadImagesAndLabels.__getitem__).
+#include "io/augment.h"
+
+#include <opencv2/imgproc.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cfenv>
+#include <cmath>
+#include <filesystem>
+#include <numeric>
+
+#include "engine/error.h"
+#include "io/image.h"
+
+namespace io {
+
+// ---------------------------------------------------------------------------------------------
+// Rng: Philox4x32-10
+
+namespace {
+constexpr uint32_t kPhiloxM0 = 0xD2511F53u, kPhiloxM1 = 0xCD9E8D57u;
+constexpr uint32_t kPhiloxW0 = 0x9E3779B9u, kPhiloxW1 = 0xBB67AE85u;
+
+std::array<uint32_t, 4> philox(std::array<uint32_t, 4> c, std::array<uint32_t, 2> k) {
+  for (int r = 0; r < 10; ++r) {
+    uint64_t p0 = static_cast<uint64_t>(kPhiloxM0) * c[0];
+    uint64_t p1 = static_cast<uint64_t>(kPhiloxM1) * c[2];
+    c = {static_cast<uint32_t>(p1 >> 32) ^ c[1] ^ k[0], static_cast<uint32_t>(p1),
+         static_cast<uint32_t>(p0 >> 32) ^ c[3] ^ k[1], static_cast<uint32_t>(p0)};
+    k[0] += kPhiloxW0;
+    k[1] += kPhiloxW1;
+  }
+  return c;
+}
+
+// Python round(): half to even (the default FE_TONEAREST mode of nearbyint).
+int round_half_even(double x) { return static_cast<int>(std::nearbyint(x)); }
+}  // namespace
+
+Rng::Rng(uint64_t seed, uint64_t epoch, uint64_t index, uint32_t stream)
+    : key_{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32) ^ (stream * 0x85EBCA6Bu)},
+      ctr_{0u, static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32) ^ stream,
+           static_cast<uint32_t>(epoch)} {}
+
+uint32_t Rng::next_u32() {
+  if (used_ == 4) {
+    buf_ = philox(ctr_, key_);
+    ctr_[0]++;
+    used_ = 0;
+  }
+  return buf_[used_++];
+}
+
+double Rng::random() {
+  uint64_t a = next_u32() >> 5, b = next_u32() >> 6;  // Python's 53-bit recipe
+  return (static_cast<double>(a) * 67108864.0 + static_cast<double>(b)) * (1.0 / 9007199254740992.0);
+}
+
+int64_t Rng::randint(int64_t lo, int64_t hi) {
+  const uint64_t n = static_cast<uint64_t>(hi - lo) + 1;
+  return lo + static_cast<int64_t>(std::min<uint64_t>(static_cast<uint64_t>(random() * static_cast<double>(n)), n - 1));
+}
+
+double Rng::normal() {
+  double u1 = random(), u2 = random();
+  return std::sqrt(-2.0 * std::log(1.0 - u1)) * std::cos(2.0 * M_PI * u2);
+}
+
+double Rng::gamma(double a) {  // Marsaglia & Tsang (2000), a >= 1
+  const double d = a - 1.0 / 3.0, c = 1.0 / std::sqrt(9.0 * d);
+  for (;;) {
+    double x, v;
+    do {
+      x = normal();
+      v = 1.0 + c * x;
+    } while (v <= 0);
+    v = v * v * v;
+    double u = random();
+    if (u < 1.0 - 0.0331 * x * x * x * x) return d * v;
+    if (std::log(u) < 0.5 * x * x + d * (1.0 - v + std::log(v))) return d * v;
+  }
+}
+
+double Rng::beta(double a, double b) {
+  Y9_CHECK(a >= 1 && b >= 1, "Rng::beta: shapes must be >= 1, got ", a, ", ", b);
+  double x = gamma(a), y = gamma(b);
+  return x / (x + y);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hyp
+
+Hyp load_hyp_yaml(const std::string& path) {
+  Y9_CHECK_T(engine::IoError, std::filesystem::is_regular_file(path), "hyp file not found: ", path);
+  YAML::Node y;
+  try {
+    y = YAML::LoadFile(path);
+  } catch (const YAML::Exception& e) {
+    Y9_THROW(engine::IoError, path, ": not valid YAML: ", e.what());
+  }
+  Hyp h;
+  auto rd = [&](const char* k, double& dst) {
+    if (!y[k]) return;
+    try {
+      dst = y[k].as<double>();
+    } catch (const YAML::Exception&) {
+      Y9_THROW(engine::ConfigError, path, ": '", k, "' must be a number");
+    }
+  };
+  rd("hsv_h", h.hsv_h); rd("hsv_s", h.hsv_s); rd("hsv_v", h.hsv_v);
+  rd("degrees", h.degrees); rd("translate", h.translate); rd("scale", h.scale);
+  rd("shear", h.shear); rd("perspective", h.perspective);
+  rd("flipud", h.flipud); rd("fliplr", h.fliplr);
+  rd("mosaic", h.mosaic); rd("mixup", h.mixup); rd("copy_paste", h.copy_paste);
+  return h;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Resize, letterbox, rect
+
+LetterboxResult letterbox(const cv::Mat& im, int new_h, int new_w, bool auto_pad, bool scale_fill, bool scaleup,
+                          int stride) {
+  Y9_CHECK(!im.empty(), "letterbox: empty image");
+  Y9_CHECK(new_h > 0 && new_w > 0 && stride > 0, "letterbox: bad target ", new_h, "x", new_w, " stride ", stride);
+  const int h = im.rows, w = im.cols;
+  double r = std::min(static_cast<double>(new_h) / h, static_cast<double>(new_w) / w);
+  if (!scaleup) r = std::min(r, 1.0);
+  LetterboxResult out;
+  out.ratio_w = out.ratio_h = r;
+  int nw = round_half_even(w * r), nh = round_half_even(h * r);
+  double dw = new_w - nw, dh = new_h - nh;
+  if (auto_pad) {
+    dw = std::fmod(dw, stride);
+    dh = std::fmod(dh, stride);
+  } else if (scale_fill) {
+    dw = dh = 0;
+    nw = new_w;
+    nh = new_h;
+    out.ratio_w = static_cast<double>(new_w) / w;
+    out.ratio_h = static_cast<double>(new_h) / h;
+  }
+  dw /= 2;
+  dh /= 2;
+  cv::Mat resized;
+  if (w != nw || h != nh)
+    cv::resize(im, resized, cv::Size(nw, nh), 0, 0, cv::INTER_LINEAR);
+  else
+    resized = im;
+  const int top = round_half_even(dh - 0.1), bottom = round_half_even(dh + 0.1);
+  const int left = round_half_even(dw - 0.1), right = round_half_even(dw + 0.1);
+  cv::copyMakeBorder(resized, out.img, top, bottom, left, right, cv::BORDER_CONSTANT, cv::Scalar(114, 114, 114));
+  out.dw = dw;
+  out.dh = dh;
+  return out;
+}
+
+LoadedImage load_image(const std::string& path, int img_size, bool augment) {
+  LoadedImage li;
+  cv::Mat im = read_image_bgr(path);
+  li.h0 = im.rows;
+  li.w0 = im.cols;
+  const double r = static_cast<double>(img_size) / std::max(li.h0, li.w0);
+  if (r != 1.0) {
+    const int interp = (augment || r > 1) ? cv::INTER_LINEAR : cv::INTER_AREA;
+    cv::resize(im, li.img, cv::Size(static_cast<int>(li.w0 * r), static_cast<int>(li.h0 * r)), 0, 0, interp);
+  } else {
+    li.img = im;
+  }
+  return li;
+}
+
+RectBatches rect_batches(const std::vector<ImageRecord>& records, int batch_size, int img_size, int stride,
+                         double pad) {
+  Y9_CHECK(batch_size > 0, "rect_batches: batch_size must be > 0");
+  RectBatches rb;
+  const size_t n = records.size();
+  std::vector<double> ar(n);
+  for (size_t i = 0; i < n; ++i) ar[i] = static_cast<double>(records[i].height) / records[i].width;
+  rb.order.resize(n);
+  std::iota(rb.order.begin(), rb.order.end(), 0);
+  std::stable_sort(rb.order.begin(), rb.order.end(), [&](int64_t a, int64_t b) { return ar[a] < ar[b]; });
+  const size_t nb = (n + batch_size - 1) / batch_size;
+  for (size_t b = 0; b < nb; ++b) {
+    double mn = 1e300, mx = -1e300;
+    for (size_t i = b * batch_size; i < std::min(n, (b + 1) * batch_size); ++i) {
+      mn = std::min(mn, ar[rb.order[i]]);
+      mx = std::max(mx, ar[rb.order[i]]);
+    }
+    double fh = 1, fw = 1;
+    if (mx < 1) fh = mx;
+    else if (mn > 1) fw = 1 / mn;
+    rb.shapes.push_back({static_cast<int>(std::ceil(fh * img_size / stride + pad)) * stride,
+                         static_cast<int>(std::ceil(fw * img_size / stride + pad)) * stride});
+  }
+  return rb;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Perspective
+
+PerspectiveParams draw_perspective(Rng& rng, const Hyp& hyp) {
+  PerspectiveParams p;
+  p.px = rng.uniform(-hyp.perspective, hyp.perspective);
+  p.py = rng.uniform(-hyp.perspective, hyp.perspective);
+  p.angle_deg = rng.uniform(-hyp.degrees, hyp.degrees);
+  p.scale = rng.uniform(1 - hyp.scale, 1 + hyp.scale);
+  p.shear_x_deg = rng.uniform(-hyp.shear, hyp.shear);
+  p.shear_y_deg = rng.uniform(-hyp.shear, hyp.shear);
+  p.tx_frac = rng.uniform(0.5 - hyp.translate, 0.5 + hyp.translate);
+  p.ty_frac = rng.uniform(0.5 - hyp.translate, 0.5 + hyp.translate);
+  return p;
+}
+
+cv::Matx33d perspective_matrix(const PerspectiveParams& p, int in_w, int in_h, int out_w, int out_h) {
+  cv::Matx33d C = cv::Matx33d::eye(), P = cv::Matx33d::eye(), R = cv::Matx33d::eye(), S = cv::Matx33d::eye(),
+              T = cv::Matx33d::eye();
+  C(0, 2) = -in_w / 2.0;
+  C(1, 2) = -in_h / 2.0;
+  P(2, 0) = p.px;
+  P(2, 1) = p.py;
+  // cv2.getRotationMatrix2D(center=(0,0), angle, scale)
+  const double a = p.angle_deg * M_PI / 180.0;
+  const double al = p.scale * std::cos(a), be = p.scale * std::sin(a);
+  R(0, 0) = al; R(0, 1) = be;
+  R(1, 0) = -be; R(1, 1) = al;
+  S(0, 1) = std::tan(p.shear_x_deg * M_PI / 180.0);
+  S(1, 0) = std::tan(p.shear_y_deg * M_PI / 180.0);
+  T(0, 2) = p.tx_frac * out_w;
+  T(1, 2) = p.ty_frac * out_h;
+  return T * S * R * P * C;
+}
+
+bool box_candidate(const std::array<float, 4>& b1, const std::array<float, 4>& b2, double wh_thr, double ar_thr,
+                   double area_thr, double eps) {
+  const double w1 = b1[2] - b1[0], h1 = b1[3] - b1[1];
+  const double w2 = b2[2] - b2[0], h2 = b2[3] - b2[1];
+  const double ar = std::max(w2 / (h2 + eps), h2 / (w2 + eps));
+  return w2 > wh_thr && h2 > wh_thr && w2 * h2 / (w1 * h1 + eps) > area_thr && ar < ar_thr;
+}
+
+void apply_perspective(cv::Mat& img, PixelBoxes& boxes, const cv::Matx33d& M, double scale, bool use_perspective,
+                       int out_w, int out_h) {
+  const bool identity = M == cv::Matx33d::eye();
+  if (out_w != img.cols || out_h != img.rows || !identity) {
+    cv::Mat dst;
+    if (use_perspective)
+      cv::warpPerspective(img, dst, M, cv::Size(out_w, out_h), cv::INTER_LINEAR, cv::BORDER_CONSTANT,
+                          cv::Scalar(114, 114, 114));
+    else
+      cv::warpAffine(img, dst, cv::Matx23d(M(0, 0), M(0, 1), M(0, 2), M(1, 0), M(1, 1), M(1, 2)),
+                     cv::Size(out_w, out_h), cv::INTER_LINEAR, cv::BORDER_CONSTANT, cv::Scalar(114, 114, 114));
+    img = dst;
+  }
+  PixelBoxes kept;
+  for (const auto& b : boxes) {
+    const double xs[4] = {b[1], b[3], b[1], b[3]}, ys[4] = {b[2], b[4], b[4], b[2]};  // official corner order
+    double x0 = 1e300, y0 = 1e300, x1 = -1e300, y1 = -1e300;
+    for (int k = 0; k < 4; ++k) {
+      double X = M(0, 0) * xs[k] + M(0, 1) * ys[k] + M(0, 2);
+      double Y = M(1, 0) * xs[k] + M(1, 1) * ys[k] + M(1, 2);
+      if (use_perspective) {
+        const double Z = M(2, 0) * xs[k] + M(2, 1) * ys[k] + M(2, 2);
+        X /= Z;
+        Y /= Z;
+      }
+      x0 = std::min(x0, X); x1 = std::max(x1, X);
+      y0 = std::min(y0, Y); y1 = std::max(y1, Y);
+    }
+    // official: new boxes are float64 clipped to the output, then written into float32 labels
+    std::array<float, 4> nb = {static_cast<float>(std::clamp(x0, 0.0, static_cast<double>(out_w))),
+                               static_cast<float>(std::clamp(y0, 0.0, static_cast<double>(out_h))),
+                               static_cast<float>(std::clamp(x1, 0.0, static_cast<double>(out_w))),
+                               static_cast<float>(std::clamp(y1, 0.0, static_cast<double>(out_h)))};
+    std::array<float, 4> ob = {static_cast<float>(b[1] * scale), static_cast<float>(b[2] * scale),
+                               static_cast<float>(b[3] * scale), static_cast<float>(b[4] * scale)};
+    if (box_candidate(ob, nb)) kept.push_back({b[0], nb[0], nb[1], nb[2], nb[3]});
+  }
+  boxes.swap(kept);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Mosaic, HSV
+
+void build_mosaic(const std::array<Tile, 4>& tiles, int xc, int yc, int s, cv::Mat& canvas, PixelBoxes& boxes) {
+  const int S = 2 * s;
+  canvas = cv::Mat(S, S, CV_8UC3, cv::Scalar(114, 114, 114));
+  boxes.clear();
+  for (int k = 0; k < 4; ++k) {
+    const cv::Mat& im = tiles[k].img;
+    const int h = im.rows, w = im.cols;
+    int ax1, ay1, ax2, ay2, bx1, by1, bx2, by2;
+    if (k == 0) {
+      ax1 = std::max(xc - w, 0); ay1 = std::max(yc - h, 0); ax2 = xc; ay2 = yc;
+      bx1 = w - (ax2 - ax1); by1 = h - (ay2 - ay1); bx2 = w; by2 = h;
+    } else if (k == 1) {
+      ax1 = xc; ay1 = std::max(yc - h, 0); ax2 = std::min(xc + w, S); ay2 = yc;
+      bx1 = 0; by1 = h - (ay2 - ay1); bx2 = std::min(w, ax2 - ax1); by2 = h;
+    } else if (k == 2) {
+      ax1 = std::max(xc - w, 0); ay1 = yc; ax2 = xc; ay2 = std::min(S, yc + h);
+      bx1 = w - (ax2 - ax1); by1 = 0; bx2 = w; by2 = std::min(ay2 - ay1, h);
+    } else {
+      ax1 = xc; ay1 = yc; ax2 = std::min(xc + w, S); ay2 = std::min(S, yc + h);
+      bx1 = 0; by1 = 0; bx2 = std::min(w, ax2 - ax1); by2 = std::min(ay2 - ay1, h);
+    }
+    if (ax2 > ax1 && ay2 > ay1)
+      im(cv::Rect(bx1, by1, bx2 - bx1, by2 - by1)).copyTo(canvas(cv::Rect(ax1, ay1, ax2 - ax1, ay2 - ay1)));
+    const float padw = static_cast<float>(ax1 - bx1), padh = static_cast<float>(ay1 - by1);
+    for (const auto& l : tiles[k].labels) {
+      auto clip = [&](float v) { return std::clamp(v, 0.0f, static_cast<float>(S)); };
+      boxes.push_back({l[0], clip(w * (l[1] - l[3] / 2) + padw), clip(h * (l[2] - l[4] / 2) + padh),
+                       clip(w * (l[1] + l[3] / 2) + padw), clip(h * (l[2] + l[4] / 2) + padh)});
+    }
+  }
+}
+
+void apply_hsv(cv::Mat& img, double gh, double gs, double gv) {
+  cv::Mat hsv;
+  cv::cvtColor(img, hsv, cv::COLOR_BGR2HSV);
+  cv::Mat lut(1, 256, CV_8UC3);
+  for (int x = 0; x < 256; ++x) {
+    auto& px = lut.at<cv::Vec3b>(0, x);
+    px[0] = static_cast<uint8_t>(std::fmod(x * gh, 180.0));
+    px[1] = static_cast<uint8_t>(std::clamp(x * gs, 0.0, 255.0));
+    px[2] = static_cast<uint8_t>(std::clamp(x * gv, 0.0, 255.0));
+  }
+  cv::LUT(hsv, lut, hsv);
+  cv::cvtColor(hsv, img, cv::COLOR_HSV2BGR);
+}
+
+// ---------------------------------------------------------------------------------------------
+// AugmentedDataset
+
+AugmentedDataset::AugmentedDataset(std::vector<ImageRecord> records, AugmentOptions opts)
+    : records_(std::move(records)), opts_(opts) {
+  Y9_CHECK(!records_.empty(), "AugmentedDataset: no records");
+  Y9_CHECK(opts_.img_size > 0 && opts_.img_size % opts_.stride == 0, "AugmentedDataset: img_size ", opts_.img_size,
+           " must be a positive multiple of stride ", opts_.stride);
+  if (opts_.rect) {
+    // official: the dataset itself is re-ordered by aspect ratio, batch i = images [i*B, (i+1)*B)
+    rect_ = rect_batches(records_, opts_.batch_size, opts_.img_size, opts_.stride, opts_.rect_pad);
+    std::vector<ImageRecord> sorted;
+    sorted.reserve(records_.size());
+    for (int64_t i : rect_.order) sorted.push_back(std::move(records_[i]));
+    records_.swap(sorted);
+  }
+}
+
+bool AugmentedDataset::mosaic_on(int epoch) const {
+  if (!opts_.augment || opts_.rect) return false;
+  if (opts_.close_mosaic > 0 && opts_.epochs > 0 && epoch >= opts_.epochs - opts_.close_mosaic) return false;
+  return true;
+}
+
+std::array<int, 2> AugmentedDataset::rect_shape(int64_t index) const {
+  Y9_CHECK(opts_.rect, "rect_shape: dataset is not in rect mode");
+  return rect_.shapes[index / opts_.batch_size];
+}
+
+Tile AugmentedDataset::load_tile(int64_t index) const {
+  const ImageRecord& r = records_[index];
+  Tile t;
+  t.img = load_image(r.image_path, opts_.img_size, opts_.augment).img;
+  t.labels = r.labels;
+  return t;
+}
+
+void AugmentedDataset::load_mosaic(int64_t index, Rng& rng, cv::Mat& img, PixelBoxes& boxes) const {
+  const int s = opts_.img_size;
+  const int yc = static_cast<int>(rng.uniform(s / 2.0, 1.5 * s));
+  const int xc = static_cast<int>(rng.uniform(s / 2.0, 1.5 * s));
+  std::array<int64_t, 4> idx = {index, 0, 0, 0};
+  for (int k = 1; k < 4; ++k) idx[k] = static_cast<int64_t>(rng.random() * size());  // random.choices
+  for (int i = 3; i > 0; --i) std::swap(idx[i], idx[rng.randint(0, i)]);           // random.shuffle
+  std::array<Tile, 4> tiles;
+  for (int k = 0; k < 4; ++k) tiles[k] = load_tile(idx[k]);
+  cv::Mat canvas;
+  build_mosaic(tiles, xc, yc, s, canvas, boxes);
+  // TODO(data issue): copy_paste needs polygon labels; not implemented (no-op for box datasets).
+  const PerspectiveParams p = draw_perspective(rng, opts_.hyp);
+  const cv::Matx33d M = perspective_matrix(p, canvas.cols, canvas.rows, s, s);
+  apply_perspective(canvas, boxes, M, p.scale, opts_.hyp.perspective != 0, s, s);
+  img = canvas;
+}
+
+Sample AugmentedDataset::get(int64_t index, int epoch) const {
+  Y9_CHECK(index >= 0 && index < size(), "AugmentedDataset::get: index ", index, " out of range [0, ", size(), ")");
+  Rng rng(opts_.seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(index));
+  const Hyp& hyp = opts_.hyp;
+  Sample out;
+  out.index = index;
+  PixelBoxes boxes;
+  cv::Mat img;
+  if (mosaic_on(epoch) && rng.random() < hyp.mosaic) {
+    load_mosaic(index, rng, img, boxes);
+    if (rng.random() < hyp.mixup) {
+      cv::Mat img2;
+      PixelBoxes boxes2;
+      load_mosaic(rng.randint(0, size() - 1), rng, img2, boxes2);
+      const double r = rng.beta(32.0, 32.0);
+      cv::Mat a, b;
+      img.convertTo(a, CV_64F);
+      img2.convertTo(b, CV_64F);
+      cv::Mat mix = a * r + b * (1 - r);
+      // official astype(uint8) truncates (convertTo would round)
+      img.create(mix.rows, mix.cols, CV_8UC3);
+      for (int y = 0; y < img.rows; ++y) {
+        const double* m = mix.ptr<double>(y);
+        uint8_t* o = img.ptr<uint8_t>(y);
+        for (int x = 0; x < img.cols * 3; ++x) o[x] = static_cast<uint8_t>(m[x]);
+      }
+      boxes.insert(boxes.end(), boxes2.begin(), boxes2.end());
+    }
+  } else {
+    const ImageRecord& r = records_[index];
+    LoadedImage li = load_image(r.image_path, opts_.img_size, opts_.augment);
+    std::array<int, 2> shape = opts_.rect ? rect_shape(index) : std::array<int, 2>{opts_.img_size, opts_.img_size};
+    LetterboxResult lb = letterbox(li.img, shape[0], shape[1], false, false, opts_.augment);
+    out.h0 = li.h0;
+    out.w0 = li.w0;
+    out.ratio_h = static_cast<double>(li.img.rows) / li.h0;
+    out.ratio_w = static_cast<double>(li.img.cols) / li.w0;
+    out.dw = lb.dw;
+    out.dh = lb.dh;
+    const double w = lb.ratio_w * li.img.cols, h = lb.ratio_h * li.img.rows;
+    for (const auto& l : r.labels)
+      boxes.push_back({l[0], static_cast<float>(w * (l[1] - l[3] / 2) + lb.dw),
+                       static_cast<float>(h * (l[2] - l[4] / 2) + lb.dh),
+                       static_cast<float>(w * (l[1] + l[3] / 2) + lb.dw),
+                       static_cast<float>(h * (l[2] + l[4] / 2) + lb.dh)});
+    img = lb.img;
+    if (opts_.augment) {
+      const PerspectiveParams p = draw_perspective(rng, hyp);
+      const cv::Matx33d M = perspective_matrix(p, img.cols, img.rows, img.cols, img.rows);
+      apply_perspective(img, boxes, M, p.scale, hyp.perspective != 0, img.cols, img.rows);
+    }
+  }
+  // xyxy2xywhn(clip=True, eps=1e-3)
+  const float W = static_cast<float>(img.cols), H = static_cast<float>(img.rows);
+  for (const auto& b : boxes) {
+    const float x1 = std::clamp(b[1], 0.0f, W - 1e-3f), x2 = std::clamp(b[3], 0.0f, W - 1e-3f);
+    const float y1 = std::clamp(b[2], 0.0f, H - 1e-3f), y2 = std::clamp(b[4], 0.0f, H - 1e-3f);
+    out.labels.push_back({b[0], (x1 + x2) / 2 / W, (y1 + y2) / 2 / H, (x2 - x1) / W, (y2 - y1) / H});
+  }
+  if (opts_.augment) {
+    // Albumentations (official step 4) is optional/version-dependent and not reproduced.
+    if (hyp.hsv_h != 0 || hyp.hsv_s != 0 || hyp.hsv_v != 0) {
+      const double gh = rng.uniform(-1, 1) * hyp.hsv_h + 1, gs = rng.uniform(-1, 1) * hyp.hsv_s + 1,
+                   gv = rng.uniform(-1, 1) * hyp.hsv_v + 1;
+      apply_hsv(img, gh, gs, gv);
+    }
+    if (rng.random() < hyp.flipud) {
+      cv::flip(img, img, 0);
+      for (auto& l : out.labels) l[2] = 1 - l[2];
+    }
+    if (rng.random() < hyp.fliplr) {
+      cv::flip(img, img, 1);
+      for (auto& l : out.labels) l[1] = 1 - l[1];
+    }
+  }
+  out.img = img;
+  return out;
+}
+
+}  // namespace io

@@ -1,0 +1,189 @@
+// Training/validation image pipeline: load-and-resize, letterbox, rectangular batch shapes,
+// 4-image mosaic, random perspective with the official box transform and candidate filter, HSV
+// jitter, flips, mixup, and a counter-based RNG so that samples depend only on (seed, epoch,
+// index). Formulas follow utils/augmentations.py and utils/dataloaders.py (WongKinYiu/yolov9
+// 5b1ea9a; shared/spec/data.md sections 3-11).
+#pragma once
+
+#include <opencv2/core.hpp>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/dataset.h"
+
+namespace io {
+
+// ---------------------------------------------------------------------------------------------
+// Random numbers
+
+/// Counter-based generator (Philox4x32-10, Salmon et al., "Parallel Random Numbers: As Easy as
+/// 1, 2, 3", SC 2011) keyed by (seed, stream) and counted by (epoch, index). Two generators with
+/// the same key and counter produce the same sequence on any thread: bitwise reproducible.
+class Rng {
+ public:
+  Rng(uint64_t seed, uint64_t epoch, uint64_t index, uint32_t stream = 0);
+  uint32_t next_u32();
+  /// Uniform double in [0, 1) (53 bits), like Python's random.random().
+  double random();
+  /// Uniform in [a, b).
+  double uniform(double a, double b) { return a + (b - a) * random(); }
+  /// Integer uniform in [lo, hi] inclusive (random.randint).
+  int64_t randint(int64_t lo, int64_t hi);
+  /// Beta(a, b) via two Marsaglia-Tsang gamma draws (numpy.random.beta's distribution).
+  double beta(double a, double b);
+  double normal();
+
+ private:
+  double gamma(double shape);
+  std::array<uint32_t, 2> key_;
+  std::array<uint32_t, 4> ctr_;
+  std::array<uint32_t, 4> buf_{};
+  int used_ = 4;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Hyperparameters
+
+/// Augmentation hyperparameters (hyp YAML keys; defaults = data/hyps/hyp.scratch-high.yaml).
+struct Hyp {
+  double hsv_h = 0.015, hsv_s = 0.7, hsv_v = 0.4;
+  double degrees = 0.0, translate = 0.1, scale = 0.9, shear = 0.0, perspective = 0.0;
+  double flipud = 0.0, fliplr = 0.5;
+  double mosaic = 1.0, mixup = 0.15, copy_paste = 0.3;
+};
+
+/// Reads the augmentation keys of a hyp YAML (other keys ignored; missing keys keep defaults).
+/// Throws engine::IoError (missing/bad file) or engine::ConfigError (non-numeric value).
+Hyp load_hyp_yaml(const std::string& path);
+
+/// Label rows in pixels: [class, x1, y1, x2, y2].
+using PixelBoxes = std::vector<std::array<float, 5>>;
+
+// ---------------------------------------------------------------------------------------------
+// Resize and letterbox
+
+struct LetterboxResult {
+  cv::Mat img;             ///< H_t x W_t x 3 uint8 BGR (or stride-padded when auto)
+  double ratio_w = 1, ratio_h = 1;
+  double dw = 0, dh = 0;   ///< half paddings in pixels (floats)
+};
+
+/// Official letterbox(im, new_shape=(new_h, new_w), color 114, auto, scaleFill, scaleup, stride):
+/// r = min(H_t/h, W_t/w) (<= 1 unless scaleup), new size = round-half-even(w*r, h*r), resize
+/// with INTER_LINEAR, border top/left = round(d-0.1), bottom/right = round(d+0.1). `im` is
+/// H x W x 3 uint8. Throws engine::Error on an empty image or non-positive target.
+LetterboxResult letterbox(const cv::Mat& im, int new_h, int new_w, bool auto_pad = false, bool scale_fill = false,
+                          bool scaleup = true, int stride = 32);
+
+struct LoadedImage {
+  cv::Mat img;      ///< resized H x W x 3 uint8 BGR
+  int h0 = 0, w0 = 0;  ///< original size (after EXIF orientation)
+};
+
+/// Official load_image: r = img_size / max(h0, w0); if r != 1 resize to (int(w0*r), int(h0*r))
+/// with INTER_LINEAR when `augment` or r > 1, else INTER_AREA. Throws engine::IoError.
+LoadedImage load_image(const std::string& path, int img_size, bool augment);
+
+/// Rectangular batches (official `--rect`): sorts images by h/w ascending and gives each batch
+/// the shape ceil(factor * img_size / stride + pad) * stride (pad 0 train, 0.5 val).
+/// `order[i]` = dataset index of the i-th image, `shapes[b]` = {h, w} of batch b.
+struct RectBatches {
+  std::vector<int64_t> order;
+  std::vector<std::array<int, 2>> shapes;
+};
+RectBatches rect_batches(const std::vector<ImageRecord>& records, int batch_size, int img_size, int stride, double pad);
+
+// ---------------------------------------------------------------------------------------------
+// Geometric pieces, exposed with explicit parameters for tests
+
+/// The eight random_perspective draws (in the official order) and the derived matrix.
+struct PerspectiveParams {
+  double px = 0, py = 0;          ///< P[2,0], P[2,1]
+  double angle_deg = 0, scale = 1;
+  double shear_x_deg = 0, shear_y_deg = 0;
+  double tx_frac = 0.5, ty_frac = 0.5;  ///< T = frac * output size
+};
+PerspectiveParams draw_perspective(Rng& rng, const Hyp& hyp);
+/// M = T @ S @ R @ P @ C for an input of in_w x in_h and an output of out_w x out_h (3x3).
+cv::Matx33d perspective_matrix(const PerspectiveParams& p, int in_w, int in_h, int out_w, int out_h);
+
+/// Applies M (warpPerspective if `use_perspective`, else warpAffine; bilinear, border 114) to
+/// `img`, giving out_w x out_h, then transforms boxes (4 corners, min/max, clip to the output)
+/// and keeps those passing box_candidates(original * scale, new; wh_thr 2, ar_thr 100,
+/// area_thr 0.10). The warp is skipped when the sizes match and M is the identity.
+void apply_perspective(cv::Mat& img, PixelBoxes& boxes, const cv::Matx33d& M, double scale, bool use_perspective,
+                       int out_w, int out_h);
+
+/// Official box_candidates: keep if w2 > wh_thr, h2 > wh_thr, w2*h2/(w1*h1+eps) > area_thr and
+/// max aspect < ar_thr. Boxes xyxy pixels.
+bool box_candidate(const std::array<float, 4>& before, const std::array<float, 4>& after, double wh_thr = 2,
+                   double ar_thr = 100, double area_thr = 0.1, double eps = 1e-16);
+
+/// One mosaic tile: a resized image and its labels (normalised cx, cy, w, h with class).
+struct Tile {
+  cv::Mat img;
+  std::vector<std::array<float, 5>> labels;
+};
+
+/// Official load_mosaic placement: 2s x 2s canvas filled with 114, tile k in quadrant k around
+/// the centre (xc, yc), labels converted to pixel xyxy and clipped to [0, 2s]. No random draws.
+void build_mosaic(const std::array<Tile, 4>& tiles, int xc, int yc, int s, cv::Mat& canvas, PixelBoxes& boxes);
+
+/// Official augment_hsv with gains g = 1 + (gh, gs, gv) already drawn (LUTs over 0..255).
+void apply_hsv(cv::Mat& img, double gh, double gs, double gv);
+
+// ---------------------------------------------------------------------------------------------
+// Dataset with augmentation
+
+struct AugmentOptions {
+  int img_size = 640;
+  bool augment = true;     ///< training augmentation (mosaic, perspective, HSV, flips, mixup)
+  bool rect = false;       ///< rectangular batches (disables mosaic)
+  int batch_size = 16;     ///< used for rect shapes
+  int stride = 32;
+  double rect_pad = 0.0;   ///< 0 for training, 0.5 for validation
+  int epochs = 0;          ///< total epochs, for close_mosaic
+  int close_mosaic = 0;    ///< mosaic off for the last N epochs
+  uint64_t seed = 0;
+  Hyp hyp;
+};
+
+/// One produced sample.
+struct Sample {
+  cv::Mat img;                               ///< H x W x 3 uint8 BGR
+  std::vector<std::array<float, 5>> labels;  ///< [class, cx, cy, w, h] normalised to img
+  int64_t index = 0;
+  int h0 = 0, w0 = 0;                        ///< original size (0 for mosaic samples)
+  double ratio_h = 1, ratio_w = 1, dw = 0, dh = 0;
+};
+
+/// The official LoadImagesAndLabels.__getitem__ on scanned records. Thread-safe const access.
+class AugmentedDataset {
+ public:
+  AugmentedDataset(std::vector<ImageRecord> records, AugmentOptions opts);
+  int64_t size() const { return static_cast<int64_t>(records_.size()); }
+  const std::vector<ImageRecord>& records() const { return records_; }
+  const AugmentOptions& options() const { return opts_; }
+  /// Whether mosaic is on in `epoch` (0-based): augment, not rect, epoch < epochs - close_mosaic.
+  bool mosaic_on(int epoch) const;
+  /// Sample `index` in `epoch`: random draws come from Rng(seed, epoch, index) only.
+  /// Throws engine::IoError if an image cannot be read.
+  Sample get(int64_t index, int epoch) const;
+  /// Batch shape {h, w} of a rect batch (rect mode only), for sample `index`.
+  std::array<int, 2> rect_shape(int64_t index) const;
+  const RectBatches& rect() const { return rect_; }
+
+ private:
+  Tile load_tile(int64_t index) const;
+  void load_mosaic(int64_t index, Rng& rng, cv::Mat& img, PixelBoxes& boxes) const;
+  std::vector<ImageRecord> records_;
+  AugmentOptions opts_;
+  RectBatches rect_;
+  std::vector<int> batch_of_;  ///< rect: batch index per dataset index
+};
+
+}  // namespace io

@@ -1,0 +1,31 @@
+// Image decode with OpenCV: every accepted format read as 8-bit 3-channel BGR with the EXIF
+// orientation applied, plus the validity check used by the dataset scan (official
+// verify_image_label image part, utils/dataloaders.py, WongKinYiu/yolov9 5b1ea9a).
+#pragma once
+
+#include <opencv2/core.hpp>
+
+#include <string>
+
+namespace io {
+
+/// Result of checking one image file.
+struct ImageProbe {
+  bool ok = false;         ///< decodable, >= 10x10, not truncated
+  std::string reason;      ///< why not ok (names the problem, not the path)
+  int width = 0;           ///< pixels after EXIF orientation
+  int height = 0;
+};
+
+/// Reads `path` as H x W x 3 uint8 BGR (cv::IMREAD_COLOR: gray, RGBA and 16-bit inputs are
+/// converted, 16-bit by dropping the low byte; EXIF orientation applied by OpenCV 4.6).
+/// Throws engine::IoError naming the path when the file is missing, empty or undecodable.
+cv::Mat read_image_bgr(const std::string& path);
+
+/// Decodes `path` fully and checks it like the official scan: non-empty file, decodable by
+/// OpenCV, width > 9 and height > 9 after EXIF orientation, and for JPEG the last two bytes
+/// must be FF D9. A JPEG without its end marker is rejected (the official code rewrites it in
+/// place; we never write to a dataset). Never throws for bad files (see `reason`).
+ImageProbe probe_image(const std::string& path);
+
+}  // namespace io
