@@ -127,8 +127,8 @@ Y9_HD void ciou_bwd(const T* a, const T* b, T eps, T dy, T* ga, T* gb) {
 /// bbox2dist for one anchor: (ax - x1, ay - y1, x2 - ax, y2 - ay) clamped to [0, reg_max - 0.01]
 /// (official utils/tal/anchor_generator.py bbox2dist; the loss passes reg_max = 15).
 template <typename T>
-Y9_HD void bbox2dist_one(T ax, T ay, const T* box, T reg_max, T* out) {
-  const T hi = reg_max - T(0.01);
+Y9_HD void bbox2dist_one(T ax, T ay, const T* box, double reg_max, T* out) {
+  const T hi = static_cast<T>(reg_max - 0.01);  // official clamp bound is the Python double 14.99
   T d[4] = {ax - box[0], ay - box[1], box[2] - ax, box[3] - ay};
   for (int i = 0; i < 4; ++i) out[i] = d[i] < T(0) ? T(0) : (d[i] > hi ? hi : d[i]);
 }
