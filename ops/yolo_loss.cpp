@@ -22,7 +22,7 @@ struct BranchState {
 
 template <typename T>
 void run_forward(BranchState& s, const Tensor& anc, const Tensor& stride, const Tensor& gl, const Tensor& gb,
-                 const Tensor& mg, const YoloLossConfig& cfg, T* out3) {
+                 const Tensor& mg, const YoloLossConfig& cfg, const TalResult* fixed, T* out3) {
   const int64_t B = s.pred.size(0), A = s.pred.size(1), nc = cfg.nc;
   const int reg = static_cast<int>(cfg.reg_max);
   Tensor scores = Tensor::empty({B, A, nc}, s.pred.dtype());
@@ -40,9 +40,20 @@ void run_forward(BranchState& s, const Tensor& anc, const Tensor& stride, const 
       o[a * 2 + 1] = ap[a * 2 + 1] * st[a];
     }
   }
-  TalConfig tc = cfg.tal;
-  tc.num_classes = nc;
-  s.tal = tal_assign(scores, box_px, anc_px, gl, gb, mg, tc);
+  if (fixed) {
+    s.tal = *fixed;
+    Y9_CHECK_SHAPE(s.tal.target_scores.defined() && s.tal.target_scores.shape() == Shape({B, A, nc}) &&
+                       s.tal.target_scores.dtype() == s.pred.dtype() &&
+                       s.tal.target_bboxes.shape() == Shape({B, A, 4}) && s.tal.fg_mask.shape() == Shape({B, A}),
+                   "yolo_loss: fixed_assign does not fit [B, A, nc] = [", B, ", ", A, ", ", nc, "]");
+    s.tal.target_scores = s.tal.target_scores.contiguous();
+    s.tal.target_bboxes = s.tal.target_bboxes.contiguous();
+    s.tal.fg_mask = s.tal.fg_mask.contiguous();
+  } else {
+    TalConfig tc = cfg.tal;
+    tc.num_classes = nc;
+    s.tal = tal_assign(scores, box_px, anc_px, gl, gb, mg, tc);
+  }
   s.tss = Tensor::empty({1}, s.pred.dtype());
   kernels::cpu::yolo_branch_loss_forward_cpu<T>(s.pred.data<T>(), s.box_grid.data<T>(), anc.data<T>(),
                                                 stride.data<T>(), s.tal.target_bboxes.data<T>(),
@@ -58,6 +69,8 @@ YoloLossResult yolo_loss(const std::vector<std::vector<Tensor>>& branches, const
   const size_t K = branches.size();
   Y9_CHECK_SHAPE(K > 0 && K == cfg.branch_weights.size(), op, ": ", K, " branches but ",
                  cfg.branch_weights.size(), " branch weights");
+  Y9_CHECK_SHAPE(cfg.fixed_assign.empty() || cfg.fixed_assign.size() == K, op, ": ", cfg.fixed_assign.size(),
+                 " fixed assignments for ", K, " branches");
   const size_t L = cfg.strides.size();
   const int64_t no = 4 * cfg.reg_max + cfg.nc;
   Y9_CHECK_SHAPE(branches[0].size() == L && L > 0, op, ": ", branches[0].size(), " levels but ", L, " strides");
@@ -116,11 +129,11 @@ YoloLossResult yolo_loss(const std::vector<std::vector<Tensor>>& branches, const
       }
       if (dt == DType::F32) {
         float o[3];
-        run_forward<float>(st[k], anc.points, stride, gl, gb, mg, cfg, o);
+        run_forward<float>(st[k], anc.points, stride, gl, gb, mg, cfg, cfg.fixed_assign.empty() ? nullptr : &cfg.fixed_assign[k], o);
         for (int i = 0; i < 3; ++i) raw[3 * k + i] = o[i];
       } else {
         double o[3];
-        run_forward<double>(st[k], anc.points, stride, gl, gb, mg, cfg, o);
+        run_forward<double>(st[k], anc.points, stride, gl, gb, mg, cfg, cfg.fixed_assign.empty() ? nullptr : &cfg.fixed_assign[k], o);
         for (int i = 0; i < 3; ++i) raw[3 * k + i] = o[i];
       }
     }

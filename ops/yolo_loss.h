@@ -19,6 +19,11 @@ struct YoloLossConfig {
   double box_gain = 7.5, cls_gain = 0.5, dfl_gain = 1.5;
   std::vector<double> branch_weights{1.0};   ///< one per branch
   TalConfig tal;                             ///< assigner; num_classes is set from nc
+  /// When non-empty (one per branch, shapes as tal_assign returns for this batch), these
+  /// assignments are used instead of running the assigner: for reusing one branch's targets
+  /// (official ComputeLossLH assigns once with the main branch) and for gradient checks with
+  /// frozen targets. Throws engine::ShapeError when the count or shapes do not fit.
+  std::vector<TalResult> fixed_assign;
   static YoloLossConfig single(int64_t nc) {
     YoloLossConfig c;
     c.nc = nc;
@@ -51,8 +56,8 @@ struct YoloLossResult {
 /// Sources: TOOD (Feng et al., ICCV 2021), "Distance-IoU Loss" (Zheng et al., AAAI 2020),
 /// "Generalized Focal Loss" (Li et al., NeurIPS 2020), YOLOv9 PGI (Wang et al., 2024); official
 /// utils/loss_tal.py and utils/loss_tal_dual.py ComputeLoss.__call__.
-/// Throws engine::ShapeError on inconsistent shapes/dtypes/devices. Deterministic for a fixed
-/// OpenMP thread count (the reductions are OpenMP reductions in double).
+/// Throws engine::ShapeError on inconsistent shapes/dtypes/devices. Bitwise deterministic for any
+/// thread count (sums accumulate in double per image, then in image order).
 YoloLossResult yolo_loss(const std::vector<std::vector<engine::Tensor>>& branches, const engine::Tensor& targets,
                          const YoloLossConfig& cfg);
 

@@ -66,7 +66,9 @@ void tal_assign_cpu(const T* pd_scores, const T* pd_bboxes, const T* anc, const 
   std::vector<uint8_t> mask_pos(static_cast<size_t>(B * M * A));
 
   // --- 3.1/3.2: metrics, candidates, top-k per (b, m) ---------------------------------------
-#pragma omp parallel
+  // Small problems (tests, tiny images) run serially: fork/join would dominate.
+  const bool par = B * M * A > 8192;
+#pragma omp parallel if (par)
   {
     std::vector<std::pair<double, int64_t>> q;
     std::vector<T> metric(static_cast<size_t>(A));
@@ -106,7 +108,7 @@ void tal_assign_cpu(const T* pd_scores, const T* pd_bboxes, const T* anc, const 
   }
 
   // --- 3.3-3.5 per image ---------------------------------------------------------------------
-#pragma omp parallel
+#pragma omp parallel if (par)
   {
     std::vector<T> pos_align(static_cast<size_t>(M)), pos_ovl(static_cast<size_t>(M));
 #pragma omp for schedule(dynamic)

@@ -3,12 +3,15 @@
 #include "kernels/cpu/yolo_loss.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "kernels/common/box.h"
 
 namespace kernels::cpu {
 
 namespace {
+// Below this many anchors the OpenMP fork/join costs more than the work (small images, tests).
+constexpr int64_t kParallelMin = 4096;
 // Target box of a positive anchor in grid units (official: target_bboxes /= stride_tensor).
 template <typename T>
 void target_grid(const T* tb_px, T s, T* out) {
@@ -20,7 +23,7 @@ template <typename T>
 void yolo_decode_cpu(const T* pred, const T* anc, const T* stride, int64_t B, int64_t A, int64_t nc, int reg,
                      T* scores, T* box_grid, T* box_px) {
   const int64_t no = 4 * reg + nc;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (B * A > kParallelMin)
   for (int64_t i = 0; i < B * A; ++i) {
     const int64_t a = i % A;
     const T* p = pred + i * no;
@@ -42,30 +45,43 @@ void yolo_branch_loss_forward_cpu(const T* pred, const T* box_grid, const T* anc
                                   const T* target_bboxes, const T* target_scores, const bool* fg, int64_t B,
                                   int64_t A, int64_t nc, int reg, T* out, T* tss) {
   const int64_t no = 4 * reg + nc;
-  double ts_sum = 0, cls = 0, box = 0, dfl = 0;
-#pragma omp parallel for schedule(static) reduction(+ : ts_sum, cls, box, dfl)
-  for (int64_t i = 0; i < B * A; ++i) {
-    const int64_t a = i % A;
-    const T* p = pred + i * no;
-    const T* ts = target_scores + i * nc;
-    double w = 0;
-    for (int64_t c = 0; c < nc; ++c) {
-      w += static_cast<double>(ts[c]);
-      cls += static_cast<double>(bce_logits_fwd<T>(p[4 * reg + c], ts[c]));
+  // Per-image partial sums combined in image order: bitwise reproducible for any thread count.
+  std::vector<double> part(static_cast<size_t>(B * 4), 0.0);
+#pragma omp parallel for schedule(static) if (B * A > kParallelMin)
+  for (int64_t b = 0; b < B; ++b) {
+    double ts_sum = 0, cls = 0, box = 0, dfl = 0;
+    for (int64_t i = b * A; i < (b + 1) * A; ++i) {
+      const int64_t a = i % A;
+      const T* p = pred + i * no;
+      const T* ts = target_scores + i * nc;
+      for (int64_t c = 0; c < nc; ++c) {
+        ts_sum += static_cast<double>(ts[c]);
+        cls += static_cast<double>(bce_logits_fwd<T>(p[4 * reg + c], ts[c]));
+      }
+      if (!fg[i]) continue;
+      T wt = T(0);  // bbox_weight = target_scores.sum(-1) in T
+      for (int64_t c = 0; c < nc; ++c) wt += ts[c];
+      T tg[4];
+      target_grid(target_bboxes + i * 4, stride[a], tg);
+      const T iou = ciou_fwd<T>(box_grid + i * 4, tg, static_cast<T>(kCiouEps));
+      box += static_cast<double>((T(1) - iou) * wt);
+      T ltrb[4];
+      bbox2dist_one<T>(anc[a * 2], anc[a * 2 + 1], tg, static_cast<double>(reg - 1), ltrb);
+      T s = T(0);
+      for (int k = 0; k < 4; ++k) s += dfl_side_fwd<T>(p + k * reg, reg, ltrb[k]);
+      dfl += static_cast<double>(s / T(4) * wt);
     }
-    ts_sum += w;
-    if (!fg[i]) continue;
-    T wt = T(0);  // bbox_weight = target_scores.sum(-1) in T
-    for (int64_t c = 0; c < nc; ++c) wt += ts[c];
-    T tg[4];
-    target_grid(target_bboxes + i * 4, stride[a], tg);
-    const T iou = ciou_fwd<T>(box_grid + i * 4, tg, static_cast<T>(kCiouEps));
-    box += static_cast<double>((T(1) - iou) * wt);
-    T ltrb[4];
-    bbox2dist_one<T>(anc[a * 2], anc[a * 2 + 1], tg, static_cast<double>(reg - 1), ltrb);
-    T s = T(0);
-    for (int k = 0; k < 4; ++k) s += dfl_side_fwd<T>(p + k * reg, reg, ltrb[k]);
-    dfl += static_cast<double>(s / T(4) * wt);
+    part[b * 4] = ts_sum;
+    part[b * 4 + 1] = cls;
+    part[b * 4 + 2] = box;
+    part[b * 4 + 3] = dfl;
+  }
+  double ts_sum = 0, cls = 0, box = 0, dfl = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    ts_sum += part[b * 4];
+    cls += part[b * 4 + 1];
+    box += part[b * 4 + 2];
+    dfl += part[b * 4 + 3];
   }
   const double d = std::max(ts_sum, 1.0);
   *tss = static_cast<T>(d);
@@ -81,7 +97,7 @@ void yolo_branch_loss_backward_cpu(const T* pred, const T* box_grid, const T* an
   const int64_t no = 4 * reg + nc;
   const T inv = T(1) / *tss;
   const T cb = static_cast<T>(coef[0]) * inv, cc = static_cast<T>(coef[1]) * inv, cd = static_cast<T>(coef[2]) * inv;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (B * A > kParallelMin)
   for (int64_t i = 0; i < B * A; ++i) {
     const int64_t a = i % A;
     const T* p = pred + i * no;
