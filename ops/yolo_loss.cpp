@@ -1,0 +1,197 @@
+// yolo_loss op (ops/yolo_loss.h): level gathering, per-branch decode + assigner + fused loss
+// kernels, one autograd node for all branches.
+#include "ops/yolo_loss.h"
+
+#include "engine/autograd.h"
+#include "kernels/cpu/yolo_loss.h"
+
+namespace ops {
+
+using engine::DType;
+using engine::Shape;
+using engine::Tensor;
+
+namespace {
+
+struct BranchState {
+  Tensor pred;      // [B, A, no] gathered logits (detached copy)
+  Tensor box_grid;  // [B, A, 4]
+  TalResult tal;
+  Tensor tss;       // [1]
+};
+
+template <typename T>
+void run_forward(BranchState& s, const Tensor& anc, const Tensor& stride, const Tensor& gl, const Tensor& gb,
+                 const Tensor& mg, const YoloLossConfig& cfg, const TalResult* fixed, T* out3) {
+  const int64_t B = s.pred.size(0), A = s.pred.size(1), nc = cfg.nc;
+  const int reg = static_cast<int>(cfg.reg_max);
+  Tensor scores = Tensor::empty({B, A, nc}, s.pred.dtype());
+  Tensor box_px = Tensor::empty({B, A, 4}, s.pred.dtype());
+  s.box_grid = Tensor::empty({B, A, 4}, s.pred.dtype());
+  kernels::cpu::yolo_decode_cpu<T>(s.pred.data<T>(), anc.data<T>(), stride.data<T>(), B, A, nc, reg,
+                                   scores.data<T>(), s.box_grid.data<T>(), box_px.data<T>());
+  Tensor anc_px = Tensor::empty({A, 2}, s.pred.dtype());
+  {
+    const T* ap = anc.data<T>();
+    const T* st = stride.data<T>();
+    T* o = anc_px.data<T>();
+    for (int64_t a = 0; a < A; ++a) {
+      o[a * 2] = ap[a * 2] * st[a];
+      o[a * 2 + 1] = ap[a * 2 + 1] * st[a];
+    }
+  }
+  if (fixed) {
+    s.tal = *fixed;
+    Y9_CHECK_SHAPE(s.tal.target_scores.defined() && s.tal.target_scores.shape() == Shape({B, A, nc}) &&
+                       s.tal.target_scores.dtype() == s.pred.dtype() &&
+                       s.tal.target_bboxes.shape() == Shape({B, A, 4}) && s.tal.fg_mask.shape() == Shape({B, A}),
+                   "yolo_loss: fixed_assign does not fit [B, A, nc] = [", B, ", ", A, ", ", nc, "]");
+    s.tal.target_scores = s.tal.target_scores.contiguous();
+    s.tal.target_bboxes = s.tal.target_bboxes.contiguous();
+    s.tal.fg_mask = s.tal.fg_mask.contiguous();
+  } else {
+    TalConfig tc = cfg.tal;
+    tc.num_classes = nc;
+    s.tal = tal_assign(scores, box_px, anc_px, gl, gb, mg, tc);
+  }
+  s.tss = Tensor::empty({1}, s.pred.dtype());
+  kernels::cpu::yolo_branch_loss_forward_cpu<T>(s.pred.data<T>(), s.box_grid.data<T>(), anc.data<T>(),
+                                                stride.data<T>(), s.tal.target_bboxes.data<T>(),
+                                                s.tal.target_scores.data<T>(), s.tal.fg_mask.data<bool>(), B, A, nc,
+                                                reg, out3, s.tss.data<T>());
+}
+
+}  // namespace
+
+YoloLossResult yolo_loss(const std::vector<std::vector<Tensor>>& branches, const Tensor& targets,
+                         const YoloLossConfig& cfg) {
+  const char* op = "yolo_loss";
+  const size_t K = branches.size();
+  Y9_CHECK_SHAPE(K > 0 && K == cfg.branch_weights.size(), op, ": ", K, " branches but ",
+                 cfg.branch_weights.size(), " branch weights");
+  Y9_CHECK_SHAPE(cfg.fixed_assign.empty() || cfg.fixed_assign.size() == K, op, ": ", cfg.fixed_assign.size(),
+                 " fixed assignments for ", K, " branches");
+  const size_t L = cfg.strides.size();
+  const int64_t no = 4 * cfg.reg_max + cfg.nc;
+  Y9_CHECK_SHAPE(branches[0].size() == L && L > 0, op, ": ", branches[0].size(), " levels but ", L, " strides");
+  const Tensor& f0 = branches[0][0];
+  Y9_CHECK_SHAPE(f0.defined() && f0.dim() == 4, op, ": level maps must be [B, no, H, W], got ",
+                 f0.defined() ? f0.str() : "undefined");
+  const DType dt = f0.dtype();
+  Y9_CHECK_SHAPE(dt == DType::F32 || dt == DType::F64, op, ": dtype must be f32 or f64, got ", f0.str());
+  const int64_t B = f0.size(0);
+  std::vector<std::pair<int64_t, int64_t>> hw;
+  for (size_t l = 0; l < L; ++l) hw.emplace_back(branches[0][l].size(2), branches[0][l].size(3));
+  std::vector<Tensor> inputs;
+  for (const auto& br : branches) {
+    Y9_CHECK_SHAPE(br.size() == L, op, ": every branch needs ", L, " levels");
+    for (size_t l = 0; l < L; ++l) {
+      const Tensor& t = br[l];
+      Y9_CHECK_SHAPE(t.defined() && t.dtype() == dt && t.device().is_cpu() &&
+                         t.shape() == Shape({B, no, hw[l].first, hw[l].second}),
+                     op, ": level ", l, " must be [", B, ", ", no, ", ", hw[l].first, ", ", hw[l].second, "] ",
+                     engine::dtype_name(dt), " cpu, got ", t.defined() ? t.str() : "undefined");
+      inputs.push_back(t);
+    }
+  }
+  int64_t A = 0;
+  for (auto& p : hw) A += p.first * p.second;
+
+  std::vector<BranchState> st(K);
+  Tensor out;
+  Anchors anc;
+  Tensor stride;
+  {
+    engine::autograd::NoGradGuard ng;
+    anc = make_anchors(hw, cfg.strides, dt);
+    stride = anc.strides.reshape({A});
+    // Targets -> padded gt tensors (official preprocess, imgsz = P3 map size * stride[0]).
+    Tensor pre = preprocess_targets(targets, B, static_cast<double>(hw[0].first) * cfg.strides[0],
+                                    static_cast<double>(hw[0].second) * cfg.strides[0])
+                     .to(dt);
+    const int64_t M = pre.size(1);
+    Tensor gl = pre.narrow(2, 0, 1).contiguous(), gb = pre.narrow(2, 1, 4).contiguous();
+    Tensor mg = Tensor::zeros({B, M, 1}, dt);
+    if (B * M > 0) {
+      // mask_gt = (x1 + y1 + x2 + y2 > 0), from the host-side targets just built.
+      std::vector<double> p = gb.to_vector<double>(), m(static_cast<size_t>(B * M));
+      for (int64_t i = 0; i < B * M; ++i) m[i] = (p[i * 4] + p[i * 4 + 1] + p[i * 4 + 2] + p[i * 4 + 3]) > 0 ? 1 : 0;
+      mg = Tensor::from_vector(m, {B, M, 1}).to(dt);
+    }
+    std::vector<double> raw(3 * K);
+    for (size_t k = 0; k < K; ++k) {
+      st[k].pred = Tensor::empty({B, A, no}, dt);
+      int64_t a0 = 0;
+      for (size_t l = 0; l < L; ++l) {
+        const int64_t n = hw[l].first * hw[l].second;
+        st[k].pred.narrow(1, a0, n).copy_(branches[k][l].detach().reshape({B, no, n}).permute({0, 2, 1}));
+        a0 += n;
+      }
+      if (dt == DType::F32) {
+        float o[3];
+        run_forward<float>(st[k], anc.points, stride, gl, gb, mg, cfg, cfg.fixed_assign.empty() ? nullptr : &cfg.fixed_assign[k], o);
+        for (int i = 0; i < 3; ++i) raw[3 * k + i] = o[i];
+      } else {
+        double o[3];
+        run_forward<double>(st[k], anc.points, stride, gl, gb, mg, cfg, cfg.fixed_assign.empty() ? nullptr : &cfg.fixed_assign[k], o);
+        for (int i = 0; i < 3; ++i) raw[3 * k + i] = o[i];
+      }
+    }
+    const double gains[3] = {cfg.box_gain, cfg.cls_gain, cfg.dfl_gain};
+    std::vector<double> outv(4, 0.0);
+    for (int i = 0; i < 3; ++i) {
+      double s = 0;
+      for (size_t k = 0; k < K; ++k) s += cfg.branch_weights[k] * raw[3 * k + i];
+      outv[i] = gains[i] * s;
+    }
+    outv[3] = (outv[0] + outv[1] + outv[2]) * static_cast<double>(B);
+    out = Tensor::from_vector(outv, {4}).to(dt);
+  }
+
+  YoloLossResult res;
+  res.items = out.narrow(0, 0, 3).clone();
+  for (auto& s : st) {
+    res.assign.push_back(s.tal);
+    res.target_scores_sum.push_back(s.tss.reshape({}));
+  }
+  const std::vector<double> bw = cfg.branch_weights;
+  const double gains[3] = {cfg.box_gain, cfg.cls_gain, cfg.dfl_gain};
+  const double g0 = gains[0], g1 = gains[1], g2 = gains[2];
+  const int64_t nc = cfg.nc;
+  const int reg = static_cast<int>(cfg.reg_max);
+  Tensor anc_pts = anc.points;
+  engine::autograd::record_fn(
+      "YoloLossBackward", inputs, {out},
+      [st, bw, g0, g1, g2, B, A, no, nc, reg, hw, anc_pts, stride, dt](const std::vector<Tensor>& g) {
+        // d out / d L_k: out[i] = gain_i * sum_k w_k L_k,i (i < 3), out[3] = B * (out[0] + out[1] + out[2]).
+        std::vector<double> gv = g[0].to(DType::F64).contiguous().to_vector<double>();
+        const double gains[3] = {g0, g1, g2};
+        std::vector<Tensor> grads;
+        for (size_t k = 0; k < st.size(); ++k) {
+          double coef[3];
+          for (int i = 0; i < 3; ++i) coef[i] = bw[k] * gains[i] * (gv[i] + static_cast<double>(B) * gv[3]);
+          Tensor gp = Tensor::empty({B, A, no}, dt);
+          const BranchState& s = st[k];
+          if (dt == DType::F32)
+            kernels::cpu::yolo_branch_loss_backward_cpu<float>(
+                s.pred.data<float>(), s.box_grid.data<float>(), anc_pts.data<float>(), stride.data<float>(),
+                s.tal.target_bboxes.data<float>(), s.tal.target_scores.data<float>(), s.tal.fg_mask.data<bool>(),
+                s.tss.data<float>(), B, A, nc, reg, coef, gp.data<float>());
+          else
+            kernels::cpu::yolo_branch_loss_backward_cpu<double>(
+                s.pred.data<double>(), s.box_grid.data<double>(), anc_pts.data<double>(), stride.data<double>(),
+                s.tal.target_bboxes.data<double>(), s.tal.target_scores.data<double>(), s.tal.fg_mask.data<bool>(),
+                s.tss.data<double>(), B, A, nc, reg, coef, gp.data<double>());
+          int64_t a0 = 0;
+          for (const auto& [h, w] : hw) {
+            grads.push_back(gp.narrow(1, a0, h * w).permute({0, 2, 1}).contiguous().reshape({B, no, h, w}));
+            a0 += h * w;
+          }
+        }
+        return grads;
+      });
+  res.total = out.select(0, 3);
+  return res;
+}
+
+}  // namespace ops
