@@ -62,6 +62,7 @@ int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d)]; }
 
 bool Tensor::is_contiguous() const {
   const auto& t = checked();
+  if (shape_numel(t.shape) == 0) return true;
   int64_t expected = 1;
   for (int64_t i = static_cast<int64_t>(t.shape.size()) - 1; i >= 0; --i) {
     if (t.shape[i] == 1) continue;

@@ -78,3 +78,10 @@ TEST(Tensor, ErrorsNameTheShapes) {
     EXPECT_NE(std::string(e.what()).find("[2, 3]"), std::string::npos) << e.what();
   }
 }
+
+TEST(Tensor, EmptyTensorsAreContiguous) {
+  Tensor e = Tensor::from_vector<float>({}, {2, 0, 5});
+  EXPECT_TRUE(e.is_contiguous());
+  EXPECT_EQ(e.numel(), 0);
+  EXPECT_EQ(e.to_vector<float>().size(), 0u);
+}
