@@ -34,10 +34,13 @@ class CudaCachingAllocator final : public Allocator {
               return p;
             },
             [device](void* p) {
-              CudaDeviceGuard g(device);
-              // cudaFree synchronises the device, so blocks still used by queued kernels are safe.
-              cudaError_t err = cudaFree(p);
-              if (err != cudaSuccess) cudaGetLastError();  // frees never throw (may run in destructors)
+              // Never throws (may run from empty_cache in error paths): errors are cleared, the
+              // block is leaked. cudaFree synchronises the device, so queued kernels finish first.
+              int prev = -1;
+              if (cudaGetDevice(&prev) != cudaSuccess) prev = -1;
+              if (prev != device) cudaSetDevice(device);
+              if (cudaFree(p) != cudaSuccess) cudaGetLastError();
+              if (prev >= 0 && prev != device) cudaSetDevice(prev);
             },
             "cuda:" + std::to_string(device)) {}
 
