@@ -1,17 +1,55 @@
-// Helpers for CUDA runtime calls: the CUDA_CHECK family of macros (guide/style.md 3.5).
-// Include only from code compiled with Y9_WITH_CUDA.
+// Helpers for CUDA runtime calls: the CUDA_CHECK family of macros (guide/style.md 3.5), the
+// per-device compute streams and a device-aware memcpy. The declarations below the #if need the
+// CUDA runtime headers (not nvcc): include only from code compiled with Y9_WITH_CUDA.
 #pragma once
+#include <cstddef>
+
+#include "engine/device.h"
 #include "engine/error.h"
 
 #if defined(Y9_WITH_CUDA)
-#include <cuda_runtime.h>
+#include <cuda_runtime_api.h>
 
 namespace engine {
 /// Throws CudaError naming `expr`, file:line and cudaGetErrorName/String of `err`.
 [[noreturn]] void throw_cuda_error(cudaError_t err, const char* expr, const char* file, int line);
-/// After a kernel launch: checks cudaGetLastError and, with Y9_SYNC_CHECK=1, synchronises `stream`.
+/// After a kernel launch: checks cudaGetLastError (throws CudaError) and, when the environment
+/// has Y9_SYNC_CHECK=1 (read once), synchronises `stream` so an asynchronous fault is reported
+/// by the launch that caused it.
 void cuda_check_launch(cudaStream_t stream, const char* file, int line);
+
+/// The compute stream of CUDA device `device`: one non-blocking stream per device, created on
+/// first use and kept for the life of the process (it lives in the same process-wide registry
+/// as the allocator pools, guide 3.9). Every kernel, memcpy and caching-allocator block of that
+/// device is ordered on this stream, which is what makes block reuse after free safe without
+/// events. Also makes `device` the calling thread's current device (cudaSetDevice only when it
+/// differs), so a launch into the returned stream is valid. Throws CudaError (bad index, no GPU).
+cudaStream_t cuda_stream(int device);
+
+/// RAII: makes `device` current for the scope, restores the previous device on exit.
+class CudaDeviceGuard {
+ public:
+  explicit CudaDeviceGuard(int device);
+  ~CudaDeviceGuard();
+  CudaDeviceGuard(const CudaDeviceGuard&) = delete;
+  CudaDeviceGuard& operator=(const CudaDeviceGuard&) = delete;
+
+ private:
+  int prev_ = -1;
+};
 }  // namespace engine
+
+namespace kernels::cuda {
+/// The stream kernels of `device` are launched on; see engine::cuda_stream.
+cudaStream_t current_stream(int device);
+/// Copies `nbytes` bytes between any two devices (CPU<->CUDA, CUDA<->CUDA, CPU<->CPU), ordered
+/// after the work already queued on the CUDA device's compute stream. D2H and H2D return only
+/// when the copy is complete (the host buffer may be reused or read at once); D2D on one
+/// device is asynchronous on its stream; D2D between devices synchronises the source stream,
+/// then copies on the destination stream (asynchronous). nbytes == 0 is a no-op.
+/// Throws CudaError on any runtime failure.
+void memcpy_any(void* dst, engine::Device dst_dev, const void* src, engine::Device src_dev, size_t nbytes);
+}  // namespace kernels::cuda
 
 #define CUDA_CHECK(expr)                                                   \
   do {                                                                     \

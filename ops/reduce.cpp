@@ -7,6 +7,11 @@
 #include "kernels/cpu/reduce.h"
 #include "ops/layout.h"
 
+#if defined(Y9_WITH_CUDA)
+#include "engine/cuda_runtime.h"
+#include "kernels/cuda/reduce.h"
+#endif
+
 namespace ops {
 
 using engine::Shape;
@@ -15,8 +20,9 @@ using engine::Tensor;
 namespace {
 
 Tensor reduce_impl(const Tensor& x, std::vector<int64_t> dims, bool keepdim, bool is_mean, const char* op) {
-  Y9_CHECK_SHAPE(x.dtype() == engine::DType::F32 || x.dtype() == engine::DType::F64, op,
-                 ": dtype must be f32 or f64, got ", x.str());
+  const bool half = x.dtype() == engine::DType::F16 || x.dtype() == engine::DType::BF16;
+  Y9_CHECK_SHAPE(x.dtype() == engine::DType::F32 || x.dtype() == engine::DType::F64 || (half && x.device().is_cuda()),
+                 op, ": dtype must be f32 or f64 (or f16/bf16 on cuda), got ", x.str());
   const int64_t nd = x.dim();
   std::vector<bool> red(static_cast<size_t>(nd), dims.empty());
   for (int64_t d : dims) red[static_cast<size_t>(x.wrap_dim(d))] = true;
@@ -51,7 +57,12 @@ Tensor reduce_impl(const Tensor& x, std::vector<int64_t> dims, bool keepdim, boo
     else
       kernels::cpu::sum_rows_cpu(xin.data<double>(), out.data<double>(), rows, n, scale);
   } else {
-    Y9_THROW(engine::Error, op, ": CUDA reduction not built yet for ", x.str());
+#if defined(Y9_WITH_CUDA)
+    kernels::cuda::sum_rows_cuda(xin.data_ptr(), out.data_ptr(), x.dtype(), rows, n, scale,
+                                 kernels::cuda::current_stream(x.device().index));
+#else
+    Y9_THROW(engine::Error, op, ": ", x.str(), " is on cuda but this build has no CUDA backend");
+#endif
   }
   Shape in_shape = x.shape();
   engine::autograd::record_fn(is_mean ? "MeanBackward" : "SumBackward", {x}, {out},

@@ -130,4 +130,11 @@ engine::Tensor random_tensor(const engine::Shape& shape, uint64_t seed, double l
   return ::testing::AssertionSuccess();
 }
 
+bool gpu_available() { return engine::cuda_compiled() && engine::cuda_device_count() > 0; }
+
+bool gpu_required() {
+  const char* v = std::getenv("Y9_REQUIRE_GPU");
+  return v && std::string(v) == "1";
+}
+
 }  // namespace testutil

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/device.h"
 #include "engine/tensor.h"
 
 namespace testutil {
@@ -38,4 +39,22 @@ engine::Tensor random_tensor(const engine::Shape& shape, uint64_t seed, double l
                                      std::vector<engine::Tensor> inputs, double eps = 1e-6, double rtol = 1e-5,
                                      double atol = 1e-7);
 
+/// True when the CUDA backend is compiled and engine::cuda_device_count() > 0.
+bool gpu_available();
+/// True when the environment has Y9_REQUIRE_GPU=1 (a GPU job must not pass by skipping).
+bool gpu_required();
+
 }  // namespace testutil
+
+/// First statement of a GPU test (label gpu): skips with a reason when no CUDA device is usable,
+/// or fails instead when Y9_REQUIRE_GPU=1 (guide 3.6). Usable only in a void function (TEST body).
+#define Y9_SKIP_WITHOUT_GPU()                                                                          \
+  do {                                                                                                 \
+    if (!::testutil::gpu_available()) {                                                                \
+      if (::testutil::gpu_required())                                                                  \
+        FAIL() << "Y9_REQUIRE_GPU=1 but no CUDA device is usable (cuda compiled: "                     \
+               << ::engine::cuda_compiled() << ")";                                                    \
+      GTEST_SKIP() << (::engine::cuda_compiled() ? "no CUDA device visible (no driver or GPU)"         \
+                                                 : "built without the CUDA backend (Y9_WITH_CUDA=OFF)"); \
+    }                                                                                                  \
+  } while (0)
