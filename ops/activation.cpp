@@ -6,6 +6,11 @@
 #include "ops/layout.h"
 #include "ops/ops.h"
 
+#if defined(Y9_WITH_CUDA)
+#include "engine/cuda_runtime.h"
+#include "kernels/cuda/elementwise.h"
+#endif
+
 namespace ops {
 
 using engine::DType;
@@ -13,11 +18,15 @@ using engine::Tensor;
 
 namespace {
 
-void check_float_cpu(const Tensor& x, const char* op) {
+void check_float(const Tensor& x, const char* op) {
   Y9_CHECK_SHAPE(x.defined(), op, ": undefined input");
-  Y9_CHECK_SHAPE(x.dtype() == DType::F32 || x.dtype() == DType::F64, op, ": dtype must be f32 or f64, got ",
-                 x.str());
-  Y9_CHECK_SHAPE(x.device().is_cpu(), op, ": CUDA kernel not built yet for ", x.str());
+  if (x.device().is_cpu()) {
+    Y9_CHECK_SHAPE(x.dtype() == DType::F32 || x.dtype() == DType::F64, op, ": dtype must be f32 or f64 on cpu, got ",
+                   x.str());
+  } else {
+    Y9_CHECK_SHAPE(engine::is_floating(x.dtype()), op, ": dtype must be floating, got ", x.str());
+    Y9_CHECK_SHAPE(engine::cuda_compiled(), op, ": CUDA tensor ", x.str(), " but no CUDA backend in this build");
+  }
 }
 
 Tensor contiguous_nograd(const Tensor& x) {
@@ -25,81 +34,111 @@ Tensor contiguous_nograd(const Tensor& x) {
   return x.detach().contiguous();
 }
 
-/// Runs fwd(x, y, n) on a contiguous copy of x, typed by x's dtype.
-template <typename FF, typename FD>
-Tensor unary_forward(const Tensor& x, FF f32, FD f64) {
-  Tensor xc = contiguous_nograd(x);
+enum class Act { Silu, Sigmoid, Relu };
+
+/// y = act(x). CPU: contiguous copy of x through the CPU twin; CUDA: strided launcher.
+Tensor act_forward(Act act, const Tensor& x) {
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  if (x.dtype() == DType::F32)
-    f32(xc.data<float>(), y.data<float>(), xc.numel());
-  else
-    f64(xc.data<double>(), y.data<double>(), xc.numel());
+  if (y.numel() == 0) return y;
+  if (x.device().is_cpu()) {
+    Tensor xc = contiguous_nograd(x);
+    const int64_t n = xc.numel();
+    if (x.dtype() == DType::F32) {
+      const float* in = xc.data<float>();
+      float* out = y.data<float>();
+      if (act == Act::Silu) kernels::cpu::silu_forward_cpu<float>(in, out, n);
+      if (act == Act::Sigmoid) kernels::cpu::sigmoid_forward_cpu<float>(in, out, n);
+      if (act == Act::Relu) kernels::cpu::relu_forward_cpu<float>(in, out, n);
+    } else {
+      const double* in = xc.data<double>();
+      double* out = y.data<double>();
+      if (act == Act::Silu) kernels::cpu::silu_forward_cpu<double>(in, out, n);
+      if (act == Act::Sigmoid) kernels::cpu::sigmoid_forward_cpu<double>(in, out, n);
+      if (act == Act::Relu) kernels::cpu::relu_forward_cpu<double>(in, out, n);
+    }
+    return y;
+  }
+#if defined(Y9_WITH_CUDA)
+  auto ly = layout_for(y, y.shape(), "activation");
+  auto lx = layout_for(x, y.shape(), "activation");
+  auto stream = kernels::cuda::current_stream(x.device().index);
+  if (act == Act::Silu) kernels::cuda::silu_forward_cuda(y.data_ptr(), y.dtype(), ly, x.data_ptr(), lx, stream);
+  if (act == Act::Sigmoid) kernels::cuda::sigmoid_forward_cuda(y.data_ptr(), y.dtype(), ly, x.data_ptr(), lx, stream);
+  if (act == Act::Relu) kernels::cuda::relu_forward_cuda(y.data_ptr(), y.dtype(), ly, x.data_ptr(), lx, stream);
+#endif
   return y;
 }
 
-/// dx = bwd(saved, dy) with `saved` the forward input or output.
-template <typename BF, typename BD>
-Tensor unary_backward(const Tensor& saved, const Tensor& dy, BF f32, BD f64) {
-  Tensor dyc = contiguous_nograd(dy.to(saved.dtype()));
+/// dx from `saved` (forward input x for SiLU/ReLU, forward output y for sigmoid) and dy.
+Tensor act_backward(Act act, const Tensor& saved, const Tensor& dy_in) {
   Tensor dx = Tensor::empty(saved.shape(), saved.dtype(), saved.device());
-  if (saved.dtype() == DType::F32)
-    f32(saved.data<float>(), dyc.data<float>(), dx.data<float>(), saved.numel());
-  else
-    f64(saved.data<double>(), dyc.data<double>(), dx.data<double>(), saved.numel());
+  if (dx.numel() == 0) return dx;
+  if (saved.device().is_cpu()) {
+    Tensor dy = contiguous_nograd(dy_in.to(saved.dtype()));
+    const int64_t n = saved.numel();
+    if (saved.dtype() == DType::F32) {
+      const float* s = saved.data<float>();
+      const float* g = dy.data<float>();
+      float* o = dx.data<float>();
+      if (act == Act::Silu) kernels::cpu::silu_backward_cpu<float>(s, g, o, n);
+      if (act == Act::Sigmoid) kernels::cpu::sigmoid_backward_cpu<float>(s, g, o, n);
+      if (act == Act::Relu) kernels::cpu::relu_backward_cpu<float>(s, g, o, n);
+    } else {
+      const double* s = saved.data<double>();
+      const double* g = dy.data<double>();
+      double* o = dx.data<double>();
+      if (act == Act::Silu) kernels::cpu::silu_backward_cpu<double>(s, g, o, n);
+      if (act == Act::Sigmoid) kernels::cpu::sigmoid_backward_cpu<double>(s, g, o, n);
+      if (act == Act::Relu) kernels::cpu::relu_backward_cpu<double>(s, g, o, n);
+    }
+    return dx;
+  }
+#if defined(Y9_WITH_CUDA)
+  Tensor dy = dy_in.to(saved.dtype());
+  auto l = layout_for(dx, dx.shape(), "activation backward");
+  auto ls = layout_for(saved, dx.shape(), "activation backward");
+  auto lg = layout_for(dy, dx.shape(), "activation backward");
+  auto stream = kernels::cuda::current_stream(saved.device().index);
+  if (act == Act::Silu)
+    kernels::cuda::silu_backward_cuda(dx.data_ptr(), dx.dtype(), l, saved.data_ptr(), ls, dy.data_ptr(), lg, stream);
+  if (act == Act::Sigmoid)
+    kernels::cuda::sigmoid_backward_cuda(dx.data_ptr(), dx.dtype(), l, saved.data_ptr(), ls, dy.data_ptr(), lg, stream);
+  if (act == Act::Relu)
+    kernels::cuda::relu_backward_cuda(dx.data_ptr(), dx.dtype(), l, saved.data_ptr(), ls, dy.data_ptr(), lg, stream);
+#endif
   return dx;
+}
+
+Tensor activation(Act act, const Tensor& x, const char* op, const char* node) {
+  check_float(x, op);
+  Tensor y = act_forward(act, x);
+  if (engine::autograd::needs_grad({x})) {
+    // SiLU/ReLU read the input; sigmoid reads its output, captured detached (no cycle).
+    Tensor saved = act == Act::Sigmoid ? y.detach() : (x.device().is_cpu() ? contiguous_nograd(x) : x.detach());
+    engine::autograd::record_fn(node, {x}, {y}, [act, saved](const std::vector<Tensor>& g) {
+      if (!g[0].defined()) return std::vector<Tensor>{Tensor()};
+      return std::vector<Tensor>{act_backward(act, saved, g[0])};
+    });
+  }
+  return y;
 }
 
 }  // namespace
 
 // --- activations --------------------------------------------------------------------------------
 
-Tensor silu(const Tensor& x) {
-  check_float_cpu(x, "silu");
-  Tensor y = unary_forward(x, kernels::cpu::silu_forward_cpu<float>, kernels::cpu::silu_forward_cpu<double>);
-  if (engine::autograd::needs_grad({x})) {
-    Tensor xs = contiguous_nograd(x);
-    engine::autograd::record_fn("SiluBackward", {x}, {y}, [xs](const std::vector<Tensor>& g) {
-      if (!g[0].defined()) return std::vector<Tensor>{Tensor()};
-      return std::vector<Tensor>{unary_backward(xs, g[0], kernels::cpu::silu_backward_cpu<float>,
-                                                kernels::cpu::silu_backward_cpu<double>)};
-    });
-  }
-  return y;
-}
-
-Tensor sigmoid(const Tensor& x) {
-  check_float_cpu(x, "sigmoid");
-  Tensor y = unary_forward(x, kernels::cpu::sigmoid_forward_cpu<float>, kernels::cpu::sigmoid_forward_cpu<double>);
-  if (engine::autograd::needs_grad({x})) {
-    Tensor ys = y.detach();  // forward output: captured detached (no cycle)
-    engine::autograd::record_fn("SigmoidBackward", {x}, {y}, [ys](const std::vector<Tensor>& g) {
-      if (!g[0].defined()) return std::vector<Tensor>{Tensor()};
-      return std::vector<Tensor>{unary_backward(ys, g[0], kernels::cpu::sigmoid_backward_cpu<float>,
-                                                kernels::cpu::sigmoid_backward_cpu<double>)};
-    });
-  }
-  return y;
-}
-
-Tensor relu(const Tensor& x) {
-  check_float_cpu(x, "relu");
-  Tensor y = unary_forward(x, kernels::cpu::relu_forward_cpu<float>, kernels::cpu::relu_forward_cpu<double>);
-  if (engine::autograd::needs_grad({x})) {
-    Tensor xs = contiguous_nograd(x);
-    engine::autograd::record_fn("ReluBackward", {x}, {y}, [xs](const std::vector<Tensor>& g) {
-      if (!g[0].defined()) return std::vector<Tensor>{Tensor()};
-      return std::vector<Tensor>{unary_backward(xs, g[0], kernels::cpu::relu_backward_cpu<float>,
-                                                kernels::cpu::relu_backward_cpu<double>)};
-    });
-  }
-  return y;
-}
+Tensor silu(const Tensor& x) { return activation(Act::Silu, x, "silu", "SiluBackward"); }
+Tensor sigmoid(const Tensor& x) { return activation(Act::Sigmoid, x, "sigmoid", "SigmoidBackward"); }
+Tensor relu(const Tensor& x) { return activation(Act::Relu, x, "relu", "ReluBackward"); }
 
 // --- BCE with logits ----------------------------------------------------------------------------
 
 Tensor bce_with_logits(const Tensor& x, const Tensor& target) {
-  check_float_cpu(x, "bce_with_logits");
-  check_float_cpu(target, "bce_with_logits");
+  check_float(x, "bce_with_logits");
+  check_float(target, "bce_with_logits");
+  Y9_CHECK_SHAPE(x.device().is_cpu() && target.device().is_cpu(),
+                 "bce_with_logits: CUDA dispatch not wired yet (kernels/cuda/elementwise.h has the launchers): ",
+                 x.str(), ", ", target.str());
   Y9_CHECK_SHAPE(x.dtype() == target.dtype(), "bce_with_logits: dtypes differ: ", x.str(), " and ", target.str());
   const engine::Shape shape = broadcast_shapes(x.shape(), target.shape(), "bce_with_logits");
   Tensor xc, tc;

@@ -10,6 +10,11 @@
 #include "ops/layout.h"
 #include "ops/ops.h"
 
+#if defined(Y9_WITH_CUDA)
+#include "engine/cuda_runtime.h"
+#include "kernels/cuda/elementwise.h"
+#endif
+
 namespace ops {
 
 using engine::Shape;
@@ -36,6 +41,18 @@ void check_binary(const Tensor& a, const Tensor& b, const char* op) {
   Y9_CHECK_SHAPE(a.device() == b.device(), op, ": tensors on different devices: ", a.str(), " and ", b.str());
 }
 
+#if defined(Y9_WITH_CUDA)
+kernels::cuda::BinaryOp cuda_binary(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::Add: return kernels::cuda::BinaryOp::Add;
+    case BinaryOp::Sub: return kernels::cuda::BinaryOp::Sub;
+    case BinaryOp::Mul: return kernels::cuda::BinaryOp::Mul;
+    case BinaryOp::Div: return kernels::cuda::BinaryOp::Div;
+  }
+  return kernels::cuda::BinaryOp::Add;
+}
+#endif
+
 // Runs the forward kernel; no autograd.
 Tensor binary_raw(BinaryOp op, const Tensor& a, const Tensor& b) {
   const char* name = binary_name(op);
@@ -51,7 +68,12 @@ Tensor binary_raw(BinaryOp op, const Tensor& a, const Tensor& b) {
       kernels::cpu::binary_forward_cpu<T>(op, a.data<T>(), la, b.data<T>(), lb, out.data<T>(), lo);
     });
   } else {
-    Y9_THROW(engine::Error, name, ": CUDA not built yet for ", a.str());
+#if defined(Y9_WITH_CUDA)
+    kernels::cuda::binary_forward_cuda(cuda_binary(op), out.data_ptr(), out.dtype(), lo, a.data_ptr(), la,
+                                       b.data_ptr(), lb, kernels::cuda::current_stream(a.device().index));
+#else
+    Y9_THROW(engine::Error, name, ": CUDA tensor ", a.str(), " but no CUDA backend in this build");
+#endif
   }
   return out;
 }
@@ -145,7 +167,20 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
                                                      need_b ? db.data<T>() : nullptr, ldb);
               });
             } else {
-              Y9_THROW(engine::Error, name, ": CUDA not built yet for ", dy.str());
+              // CUDA: compose the derivatives from the forward kernels (d(a*b) = dy*b, dy*a;
+              // d(a/b) = dy/b, -dy*a/b^2). A fused backward kernel can replace this later.
+              Tensor ad = a.detach(), bd = b.detach();
+              if (op == BinaryOp::Mul) {
+                if (need_a) da = binary_raw(BinaryOp::Mul, dy, bd);
+                if (need_b) db = binary_raw(BinaryOp::Mul, dy, ad);
+              } else {
+                Tensor q = binary_raw(BinaryOp::Div, dy, bd);
+                if (need_a) da = q;
+                if (need_b) {
+                  db = binary_raw(BinaryOp::Div, binary_raw(BinaryOp::Mul, q, ad), bd);
+                  db.mul_(-1.0);
+                }
+              }
             }
           }
           if (need_a) r[0] = sum_to(da, sa);

@@ -5,7 +5,7 @@
 #include "kernels/cpu/rng.h"
 
 #if defined(Y9_WITH_CUDA)
-#include "kernels/cuda/copy.h"
+#include "engine/cuda_runtime.h"
 #include "kernels/cuda/rng.h"
 #endif
 
