@@ -471,7 +471,7 @@ void plot_labels(const engine::Tensor& classes, const engine::Tensor& boxes, con
       ax2.draw_frame();
       // Cover the numeric x tick labels with the names.
       cv::Rect d = ax2.data_rect();
-      cv::rectangle(img, cv::Rect(d.x - 20, d.y + d.height + 1, d.width + 40, P - (d.y + d.height) - 1), kWhite,
+      cv::rectangle(img, cv::Rect(d.x + 1, d.y + d.height + 6, d.width + 20, P - (d.y + d.height) - 6), kWhite,
                     cv::FILLED);
       for (int i = 0; i < nc; ++i) {
         double w = 0.8;
