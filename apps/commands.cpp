@@ -8,6 +8,7 @@
 #include "engine/tensor.h"
 #include "apps/dataset.h"
 #include "apps/selfcheck.h"
+#include "apps/synth.h"
 
 namespace apps {
 
@@ -48,7 +49,7 @@ void register_commands(CLI::App& app) {
               "evaluation issue");
   add_pending(app, "export", "export a model (--reparam removes the PGI branch, fuses Conv+BN)", "model issue");
   register_dataset(app);
-  add_pending(app, "synth", "write a small synthetic detection dataset", "training issue");
+  register_synth(app);
   add_pending(app, "bench", "run the built-in micro-benchmarks", "later issue");
   register_info(app);
 }
