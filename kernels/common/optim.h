@@ -1,0 +1,90 @@
+// Element math of the optimizer updates (SGD with momentum/nesterov, Adam/AdamW incl. amsgrad,
+// Lion) and of the EMA blend, shared by the CPU twins (kernels/cpu/optim.cpp) and a future fused
+// CUDA optimizer kernel. All math in FP32 in the order PyTorch 1.13's single-tensor CPU paths
+// use, so one step reproduces torch.optim to rounding.
+#pragma once
+#include "engine/hd.h"
+#include "kernels/common/elementwise.h"
+
+namespace kernels {
+
+/// Scalars of one SGD step (torch.optim.SGD, PyTorch 1.13 `_single_tensor_sgd`).
+struct SgdScalars {
+  float lr = 0.f;
+  float momentum = 0.f;
+  float one_minus_dampening = 1.f;  ///< 1 - dampening computed in double
+  float weight_decay = 0.f;
+  bool nesterov = false;
+  bool first_step = false;  ///< momentum buffer not yet initialised: buf = d_p (clone)
+};
+
+/// One SGD element update. p, buf updated in place; g is the (clipped, unscaled) gradient.
+///   d_p = g + wd*p;  buf = first ? d_p : momentum*buf + (1-dampening)*d_p;
+///   d_p = nesterov ? d_p + momentum*buf : buf;  p -= lr*d_p.   (momentum 0: p -= lr*d_p.)
+Y9_HD void sgd_update(float& p, float g, float& buf, const SgdScalars& s) {
+  float d_p = s.weight_decay != 0.f ? g + s.weight_decay * p : g;
+  if (s.momentum != 0.f) {
+    buf = s.first_step ? d_p : buf * s.momentum + s.one_minus_dampening * d_p;
+    d_p = s.nesterov ? d_p + s.momentum * buf : buf;
+  }
+  p = p + (-s.lr) * d_p;
+}
+
+/// Scalars of one Adam/AdamW step (PyTorch 1.13 `_single_tensor_adam(w)`), step = t >= 1.
+struct AdamScalars {
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float one_minus_beta1 = 0.1f;    ///< 1 - beta1 computed in double (Python scalar semantics)
+  float one_minus_beta2 = 0.001f;  ///< 1 - beta2 computed in double
+  float eps = 1e-8f;
+  float weight_decay = 0.f;
+  bool decoupled = false;     ///< AdamW: p *= decay_factor before the update; Adam: g += wd*p
+  float decay_factor = 1.f;   ///< AdamW: 1 - lr*wd computed in double
+  bool amsgrad = false;
+  float step_size = 0.f;              ///< lr / (1 - beta1^t), computed in double by the caller
+  float bias_correction2_sqrt = 1.f;  ///< sqrt(1 - beta2^t), computed in double by the caller
+};
+
+/// One Adam/AdamW element update; m = exp_avg, v = exp_avg_sq, vmax = max_exp_avg_sq (amsgrad).
+Y9_HD void adam_update(float& p, float g, float& m, float& v, float& vmax, const AdamScalars& s) {
+  if (s.decoupled) {
+    p = p * s.decay_factor;
+  } else if (s.weight_decay != 0.f) {
+    g = g + s.weight_decay * p;
+  }
+  m = m * s.beta1 + s.one_minus_beta1 * g;
+  v = v * s.beta2 + s.one_minus_beta2 * g * g;
+  float vv = v;
+  if (s.amsgrad) {
+    vmax = vmax > v ? vmax : v;
+    vv = vmax;
+  }
+  const float denom = k_sqrt(vv) / s.bias_correction2_sqrt + s.eps;
+  p = p + (-s.step_size) * (m / denom);
+}
+
+/// Scalars of one Lion step (official utils/lion.py, after lucidrains/lion-pytorch).
+struct LionScalars {
+  float lr = 0.f;
+  float beta1 = 0.9f;
+  float beta2 = 0.99f;
+  float one_minus_beta1 = 0.1f;   ///< 1 - beta1 computed in double
+  float one_minus_beta2 = 0.01f;  ///< 1 - beta2 computed in double
+  float decay_factor = 1.f;       ///< 1 - lr*weight_decay computed in double
+};
+
+/// One Lion element update: p *= 1 - lr*wd; u = beta1*m + (1-beta1)*g; p -= lr*sign(u);
+/// m = beta2*m + (1-beta2)*g.
+Y9_HD void lion_update(float& p, float g, float& m, const LionScalars& s) {
+  p = p * s.decay_factor;
+  const float u = m * s.beta1 + g * s.one_minus_beta1;
+  const float sgn = u > 0.f ? 1.f : (u < 0.f ? -1.f : 0.f);
+  p = p + (-s.lr) * sgn;
+  m = m * s.beta2 + s.one_minus_beta2 * g;
+}
+
+/// EMA blend as official ModelEMA.update: `v *= d; v += (1-d) * m` in FP32 (d and 1-d are
+/// rounded to float by the caller, as PyTorch does for a Python scalar).
+Y9_HD float ema_blend(float v, float m, float d, float one_minus_d) { return v * d + one_minus_d * m; }
+
+}  // namespace kernels
