@@ -24,7 +24,8 @@ void load_state_dict(Module& m, const std::map<std::string, Tensor>& src, const 
   for (const auto& [name, t] : dst) {
     const std::string key = source_name(name, opts);
     auto it = src.find(key);
-    Y9_CHECK_SHAPE(it != src.end(), "load_state_dict: missing tensor '", key, "' for '", name, "'");
+    Y9_CHECK_SHAPE(it != src.end(), "load_state_dict: missing tensor '", key, "'",
+                   key == name ? std::string() : " (for model tensor '" + name + "')");
     const Tensor& s = it->second;
     const bool scalar_like = s.numel() == 1 && t.numel() == 1 && s.dim() <= 1 && t.dim() <= 1;
     Y9_CHECK_SHAPE(s.shape() == t.shape() || scalar_like, "load_state_dict: shape mismatch for '", name, "': source '",
