@@ -720,7 +720,7 @@ int run_train(TrainOptions o, bool resume_flag) {
   TrainValResult vr;
   int64_t epoch = start_epoch;
   std::array<double, 3> last_finite{0, 0, 0};
-  int64_t last_finite_batch = -1;
+  int64_t last_finite_ni = -1;
   for (; epoch < o.epochs; ++epoch) {
     const auto t_epoch = std::chrono::steady_clock::now();
     model->train();
@@ -731,18 +731,30 @@ int run_train(TrainOptions o, bool resume_flag) {
     if (skip == 0) opt->zero_grad();
     std::printf("\n%11s%11s%11s%11s%11s%11s%11s\n", "Epoch", mem_label, "box_loss", "cls_loss", "dfl_loss",
                 "Instances", "Size");
+    std::fflush(stdout);
     io::Batch batch;
     int64_t i = -1, images_seen = 0;
     double t_train = 0;
+    double tp[5] = {0, 0, 0, 0, 0};  // data wait, forward, loss, backward, optimizer+EMA (s)
+    auto lap = [](std::chrono::steady_clock::time_point& t) {
+      const auto n = std::chrono::steady_clock::now();
+      const double d = std::chrono::duration<double>(n - t).count();
+      t = n;
+      return d;
+    };
     bool interrupted = false;
+    auto tw = std::chrono::steady_clock::now();
     while (train_loader.next(batch)) {
       ++i;
       if (i < skip) continue;
       const auto t0 = std::chrono::steady_clock::now();
+      auto tl = t0;
+      tp[0] += std::chrono::duration<double>(t0 - tw).count();
       const int64_t ni = i + nb * epoch;
       const Tensor x = to_unit_float(batch.images);
       if (ni <= nw) accumulate = engine::apply_warmup(*opt, ni, nw, sched.lf(epoch), wh, o.batch_size);
       graph::ModelOutput out = model->forward(x);
+      tp[1] += lap(tl);
       ops::YoloLossResult L = ops::yolo_loss(out.raw, batch.targets, loss_cfg);
       const auto items = L.items.to_vector<double>();
       const double total = L.total.item<double>();
@@ -750,15 +762,17 @@ int run_train(TrainOptions o, bool resume_flag) {
         std::printf("\n");
         Y9_THROW(engine::Error, "loss is not finite (box ", items[0], ", cls ", items[1], ", dfl ", items[2],
                  ") at epoch ", epoch, " batch ", i, " (iteration ", ni, "); last finite loss: ",
-                 last_finite_batch < 0 ? std::string("none")
-                                       : fmt("box %.4g cls %.4g dfl %.4g at batch %lld", last_finite[0], last_finite[1],
-                                             last_finite[2], (long long)last_finite_batch),
-                 ". Training diverged: lower the learning rate (hyp lr0 = ", hget(hyp, "lr0"),
-                 ") or check the labels. Last good weights: ", (wdir / "last.safetensors").string());
+                 last_finite_ni < 0 ? std::string("none")
+                                    : fmt("box %.4g cls %.4g dfl %.4g at iteration %lld", last_finite[0],
+                                          last_finite[1], last_finite[2], (long long)last_finite_ni),
+                 ". Training diverged: lower the learning rate (hyp lr0 = ", hget(hyp, "lr0"), " in ", o.hyp,
+                 ") or check the labels.");
       }
       last_finite = {items[0], items[1], items[2]};
-      last_finite_batch = i;
+      last_finite_ni = ni;
+      tp[2] += lap(tl);
       L.total.backward();
+      tp[3] += lap(tl);
       if (ni - last_opt_step >= accumulate) {
         engine::clip_grad_norm_(packed, 10.0);
         opt->step();
@@ -766,6 +780,7 @@ int run_train(TrainOptions o, bool resume_flag) {
         ema.update(model->state_dict());
         last_opt_step = ni;
       }
+      tp[4] += lap(tl);
       for (int k = 0; k < 3; ++k)
         mloss[static_cast<size_t>(k)] =
             (mloss[static_cast<size_t>(k)] * static_cast<double>(i) + items[static_cast<size_t>(k)]) /
@@ -805,6 +820,7 @@ int run_train(TrainOptions o, bool resume_flag) {
         interrupted = true;
         break;
       }
+      tw = std::chrono::steady_clock::now();
     }
     if (interrupted) {
       if (!o.noplots && fs::exists(csv)) io::plot_results(csv.string(), (save_dir / "results.png").string());
@@ -847,6 +863,10 @@ int run_train(TrainOptions o, bool resume_flag) {
                 (long long)epoch, (long long)(o.epochs - 1), mloss[0], mloss[1], mloss[2], vr.box, vr.cls, vr.dfl, vr.p,
                 vr.r, vr.map50, vr.map, fi, best_fitness, lrs[1], t_ep,
                 t_train > 0 ? static_cast<double>(images_seen) / t_train : 0.0);
+    const double nbd = static_cast<double>(std::max<int64_t>(1, i + 1 - skip));
+    std::printf("  time per batch: data wait %.0f ms, forward %.0f ms, loss %.0f ms, backward %.0f ms, "
+                "optimizer+EMA %.0f ms\n", 1e3 * tp[0] / nbd, 1e3 * tp[1] / nbd, 1e3 * tp[2] / nbd,
+                1e3 * tp[3] / nbd, 1e3 * tp[4] / nbd);
     std::fflush(stdout);
     if (stop) {
       ++epoch;
