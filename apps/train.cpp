@@ -91,6 +91,7 @@ struct TrainOptions {
   // Ours.
   bool deterministic = false;
   bool fp32_init = false;
+  int64_t nbs = 64;  // nominal batch size (official constant 64)
   int64_t stop_after_batches = 0;  // hidden, tests: behave as if interrupted after N iterations
   std::string save_dir;
 };
@@ -101,7 +102,7 @@ struct TrainOptions {
   X(single_cls) X(optimizer) X(sync_bn) X(workers) X(project) X(name) X(exist_ok) X(quad) X(cos_lr)      \
   X(flat_cos_lr) X(fixed_lr) X(label_smoothing) X(patience) X(freeze) X(save_period) X(seed)              \
   X(local_rank) X(min_items) X(close_mosaic) X(entity) X(upload_dataset) X(bbox_interval)                 \
-  X(artifact_alias) X(deterministic) X(fp32_init) X(save_dir)
+  X(artifact_alias) X(deterministic) X(fp32_init) X(nbs) X(save_dir)
 
 static nlohmann::ordered_json options_to_json(const TrainOptions& o) {
   nlohmann::ordered_json j;
@@ -368,7 +369,7 @@ int run_train(TrainOptions o, bool resume_flag) {
     Y9_CHECK_T(engine::ConfigError, rck.meta.count("opt") && !rck.optim.empty(), resume_path,
                ": not a resumable training checkpoint (no options or optimizer state)");
     Y9_CHECK_T(engine::ConfigError, rck.meta["finished"] != "1", resume_path, ": training of this run is complete (",
-               rck.meta["epoch"], " epochs); nothing to resume. Start a new run with --weights ", resume_path,
+               std::stoll(rck.meta["epoch"]) + 1, " epochs); nothing to resume. Start a new run with --weights ", resume_path,
                " to fine-tune.");
     TrainOptions saved = options_from_json(nlohmann::json::parse(rck.meta.at("opt")));
     saved.stop_after_batches = o.stop_after_batches;
@@ -404,7 +405,8 @@ int run_train(TrainOptions o, bool resume_flag) {
   // --- paths ---------------------------------------------------------------------------------------
   o.cfg = resolve_config(o.cfg, "models", "model config (--cfg)");
   if (!resume_flag) o.hyp = resolve_config(o.hyp, "hyps", "hyp file (--hyp)");
-  if (!fs::is_regular_file(o.data)) o.data = resolve_config(o.data, "data", "dataset YAML (--data)");
+  o.data = fs::is_regular_file(o.data) ? fs::absolute(o.data).lexically_normal().string()
+                                       : resolve_config(o.data, "data", "dataset YAML (--data)");
   if (!resume_flag) {
     std::string name = o.name == "cfg" ? fs::path(o.cfg).stem().string() : o.name;
     save_dir = increment_path(fs::path(o.project) / name, o.exist_ok);
@@ -520,7 +522,8 @@ int run_train(TrainOptions o, bool resume_flag) {
   if (imgsz != o.imgsz)
     std::printf("WARNING --img-size %lld must be multiple of max stride %lld, updating to %lld\n",
                 (long long)o.imgsz, (long long)gs, (long long)imgsz);
-  const int64_t nbs = 64;
+  const int64_t nbs = o.nbs;
+  Y9_CHECK_T(engine::ConfigError, nbs > 0, "--nbs must be > 0 (got ", nbs, ")");
   int64_t accumulate = engine::official_accumulate(o.batch_size, nbs);
   const double decay = engine::official_weight_decay(hget(hyp, "weight_decay"), o.batch_size, accumulate, nbs);
   const engine::OfficialParamSplit split = graph::official_param_split(*model);
@@ -953,6 +956,10 @@ void register_train(CLI::App& app) {
         sub.add_option("--artifact_alias", o.artifact_alias, "W&B artifact alias (ignored)");
         sub.add_flag("--deterministic", o.deterministic,
                      "bitwise reproducible run (fixed-order reductions; also needed for exact --resume)");
+        sub.add_option("--nbs", o.nbs,
+                       "nominal batch size: gradients are accumulated over ~nbs images per optimizer step and "
+                       "weight decay is scaled by batch*accumulate/nbs (official constant 64)")
+            ->capture_default_str();
         sub.add_flag("--fp32-init", o.fp32_init, "skip the official FP16 rounding of the initial weights");
         sub.add_option("--stop-after-batches", o.stop_after_batches,
                        "testing: behave as if interrupted after N iterations (saves last, exits 0)")
