@@ -7,6 +7,7 @@
 #include "engine/device.h"
 #include "engine/tensor.h"
 #include "apps/dataset.h"
+#include "apps/export.h"
 #include "apps/selfcheck.h"
 #include "apps/synth.h"
 #include "apps/train.h"
@@ -48,7 +49,7 @@ void register_commands(CLI::App& app) {
   add_pending(app, "val", "validate a model (official val_dual.py flags)", "evaluation issue");
   add_pending(app, "detect", "run detection on images or video (official detect_dual.py flags)",
               "evaluation issue");
-  add_pending(app, "export", "export a model (--reparam removes the PGI branch, fuses Conv+BN)", "model issue");
+  register_export(app);
   register_dataset(app);
   register_synth(app);
   add_pending(app, "bench", "run the built-in micro-benchmarks", "later issue");

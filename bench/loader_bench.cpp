@@ -1,5 +1,7 @@
 // Training-loader throughput on coco128: images/s with mosaic at 640, batch 16, 1 and 2 workers
-// (official loader column skipped: no PyTorch here). Needs $YOLOV9_COCO128 or ../shared/data/coco128.
+// Needs $YOLOV9_COCO128 or ../shared/data/coco128. With YOLOV9_OFFICIAL set, the official loader
+// is timed the same way in the same run (bench/official/loader_speed.py): counters
+// official_images/s and speedup (ours / official, per worker count).
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
@@ -8,13 +10,18 @@
 #include "io/data_yaml.h"
 #include "io/dataset.h"
 #include "io/loader.h"
+#include "bench/official_baseline.h"
 
 namespace {
 
+std::string coco128_dir() {
+  const char* env = std::getenv("YOLOV9_COCO128");
+  return env ? env : "../shared/data/coco128";
+}
+
 std::shared_ptr<io::AugmentedDataset> coco128_dataset() {
   static std::shared_ptr<io::AugmentedDataset> ds = [] {
-    const char* env = std::getenv("YOLOV9_COCO128");
-    std::string dir = env ? env : "../shared/data/coco128";
+    std::string dir = coco128_dir();
     if (!std::filesystem::exists(dir + "/coco128.yaml")) return std::shared_ptr<io::AugmentedDataset>();
     auto cfg = io::load_data_yaml(dir + "/coco128.yaml");
     io::ScanOptions so;
@@ -50,6 +57,14 @@ void BM_TrainLoaderMosaic640(benchmark::State& state) {
     images += b.images.size(0);
   }
   state.counters["images/s"] = benchmark::Counter(static_cast<double>(images), benchmark::Counter::kIsRate);
+  auto off = bench::run_official("loader_speed.py", std::filesystem::absolute(coco128_dir()).string() +
+                                                        " --img 640 --batch 16 --workers " + std::to_string(o.workers));
+  if (off && off->value("images_per_s", 0.0) > 0) {
+    const double theirs = (*off)["images_per_s"].get<double>();
+    state.counters["official_images/s"] = theirs;
+    // Ours per second of wall time over the timed iterations, from the same counter's inputs.
+    state.counters["ours_over_official"] = benchmark::Counter(static_cast<double>(images) / theirs, benchmark::Counter::kIsRate);
+  }
 }
 BENCHMARK(BM_TrainLoaderMosaic640)->Arg(1)->Arg(2)->ArgName("workers")->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(3.0);
 

@@ -63,9 +63,14 @@ Tensor Sequential::forward(const Tensor& x) const {
   return y;
 }
 
-Tensor Conv::forward(const Tensor& x) const { return apply_act(bn->forward(conv->forward(x)), act); }
+Tensor Conv::forward(const Tensor& x) const {
+  return apply_act(bn ? bn->forward(conv->forward(x)) : conv->forward(x), act);
+}
 
-Tensor RepConvN::forward(const Tensor& x) const { return apply_act(ops::add(conv1->forward(x), conv2->forward(x)), act); }
+Tensor RepConvN::forward(const Tensor& x) const {
+  if (conv) return apply_act(conv->forward(x), act);
+  return apply_act(ops::add(conv1->forward(x), conv2->forward(x)), act);
+}
 
 Tensor RepNBottleneck::forward(const Tensor& x) const {
   Tensor y = cv2->forward(cv1->forward(x));
