@@ -119,7 +119,7 @@ class TrainE2E : public ::testing::Test {
 }  // namespace
 
 TEST_F(TrainE2E, TinyRunWritesEveryOutputAndLossesFall) {
-  const RunResult r = run(base_args("tiny") + " --epochs 4");
+  const RunResult r = run(base_args("tiny") + " --epochs 4 --nbs 8");
   ASSERT_EQ(r.code, 0) << r.out;
   const fs::path d = run_dir("tiny");
   std::vector<std::string> header;
@@ -136,10 +136,14 @@ TEST_F(TrainE2E, TinyRunWritesEveryOutputAndLossesFall) {
     for (double v : rows[e]) EXPECT_TRUE(std::isfinite(v));
     EXPECT_GT(rows[e][9], 0.0) << "val cls loss computed";
   }
-  const double first = rows.front()[1] + rows.front()[2] + rows.front()[3];
-  const double last = rows.back()[1] + rows.back()[2] + rows.back()[3];
-  std::printf("train loss (box+cls+dfl) epoch 0: %.4f, epoch %zu: %.4f\n", first, rows.size() - 1, last);
-  EXPECT_LT(last, first) << "training loss did not fall";
+  // The train loss of 2 mosaic batches swings with the number of boxes that survive the
+  // augmentation; the val loss (same 8 un-augmented images every epoch, EMA weights) does not.
+  auto val_total = [](const std::vector<double>& r) { return r[8] + r[9] + r[10]; };
+  std::printf("val loss (box+cls+dfl) by epoch:");
+  for (const auto& row : rows) std::printf(" %.5f", val_total(row));
+  std::printf("\ntrain loss epoch 0: %.4f, last: %.4f\n", rows.front()[1] + rows.front()[2] + rows.front()[3],
+              rows.back()[1] + rows.back()[2] + rows.back()[3]);
+  for (size_t e = 1; e < rows.size(); ++e) EXPECT_LT(val_total(rows[e]), val_total(rows[e - 1])) << "epoch " << e;
 
   for (const char* w : {"weights/last.safetensors", "weights/best.safetensors"}) {
     const io::Checkpoint ck = io::load_checkpoint((d / w).string());
