@@ -10,6 +10,7 @@
 #include "apps/export.h"
 #include "apps/selfcheck.h"
 #include "apps/synth.h"
+#include "apps/train.h"
 
 namespace apps {
 
@@ -44,7 +45,7 @@ int run_selected(CLI::App& app) {
 }
 
 void register_commands(CLI::App& app) {
-  add_pending(app, "train", "train a model (official train_dual.py flags)", "training issue");
+  register_train(app);
   add_pending(app, "val", "validate a model (official val_dual.py flags)", "evaluation issue");
   add_pending(app, "detect", "run detection on images or video (official detect_dual.py flags)",
               "evaluation issue");

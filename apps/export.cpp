@@ -14,6 +14,7 @@
 #include "graph/fuse.h"
 #include "graph/model.h"
 #include "graph/state.h"
+#include "io/checkpoint.h"
 #include "io/safetensors.h"
 
 namespace apps {
@@ -37,14 +38,22 @@ std::string default_gelan_cfg(const std::string& cfg) {
 int run_export(const ExportOptions& o) {
   // Class count: --nc, else the weights file's metadata, else the YAML.
   int64_t nc = o.nc;
+  const auto meta = io::load_safetensors(o.weights).metadata;
   if (nc <= 0) {
-    const auto meta = io::load_safetensors(o.weights).metadata;
     if (auto it = meta.find("nc"); it != meta.end()) nc = std::stoll(it->second);
   }
+  // A `yolov9 train` checkpoint (io/checkpoint.h) keeps the inference weights under "ema.".
+  const bool train_ckpt = meta.count("format") && meta.at("format") == io::kCkptFormat;
   graph::BuildOptions bo;
   bo.init = false;
   auto model = std::make_shared<graph::Model>(graph::load_model_config(o.cfg, nc), bo);
-  model->load_weights(o.weights);
+  if (train_ckpt) {
+    graph::LoadOptions lo;
+    lo.prefix = io::kCkptEma;
+    graph::load_weights(*model, o.weights, lo);
+  } else {
+    model->load_weights(o.weights);
+  }
   model->eval();
   std::string cfg_used = o.cfg;
   if (o.reparam) {

@@ -1,0 +1,58 @@
+// Training checkpoints (weights/last.safetensors, best.safetensors): one safetensors file holding
+// the training model, its EMA, the optimizer state and (for an interrupted epoch) the accumulated
+// gradients, each under its own name prefix, plus string metadata (epoch, best fitness, EMA
+// update count, hyp and options as JSON, the model YAML text). The official train_dual.py writes
+// the same items into a pickled .pt dictionary (spec train.md section 9).
+#pragma once
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/tensor.h"
+
+namespace io {
+
+/// Name prefixes of the tensor groups inside a checkpoint file.
+inline constexpr const char* kCkptModel = "model.";   ///< training model state_dict (F32)
+inline constexpr const char* kCkptEma = "ema.";       ///< EMA state_dict (F32): the inference weights
+inline constexpr const char* kCkptOptim = "optim.";   ///< engine::Optimizer::state_dict()
+inline constexpr const char* kCkptGrad = "grad.";     ///< accumulated parameter grads (mid-epoch stop only)
+/// Value of metadata["format"].
+inline constexpr const char* kCkptFormat = "yolov9-checkpoint-1";
+
+/// A checkpoint in memory. Tensor names inside each map are WITHOUT their prefix
+/// (e.g. model["model.0.conv.weight"] is stored as "model.model.0.conv.weight").
+struct Checkpoint {
+  std::map<std::string, engine::Tensor> model, ema, optim, grad;
+  /// String metadata. Keys written by `yolov9 train`: format, epoch (last completed epoch, -1
+  /// none), next_batch (batches of epoch+1 already trained, 0 = epoch boundary), best_fitness,
+  /// updates, last_opt_step, accumulate, mloss (JSON [3]), cfg (model YAML path), cfg_yaml (its
+  /// text), nc, names (JSON list), opt (JSON of the options), hyp (JSON), date (ISO 8601),
+  /// finished ("1" after the last epoch).
+  std::map<std::string, std::string> meta;
+};
+
+/// Writes `ck` to `path` atomically (temporary file + rename, io::save_safetensors). Tensors are
+/// stored with their dtype (bitwise, so a resumed run continues exactly). Sets meta["format"].
+/// Errors: engine::IoError naming the path (directory missing or unwritable, disk full).
+void save_checkpoint(const std::string& path, const Checkpoint& ck);
+
+/// Reads a checkpoint written by save_checkpoint. Tensors whose name has none of the four
+/// prefixes go to `model` unchanged (a bare state_dict file is accepted as model weights).
+/// Errors: engine::IoError (missing, truncated, not safetensors; see io::load_safetensors).
+Checkpoint load_checkpoint(const std::string& path);
+
+/// The weights to run inference with, as the official val/detect pick them
+/// (`ckpt.get('ema') or ckpt['model']`): the EMA tensors when present, else the model tensors.
+/// Throws engine::IoError when the checkpoint holds neither.
+const std::map<std::string, engine::Tensor>& inference_weights(const Checkpoint& ck, const std::string& path = "");
+
+/// Copies `src` into the same-named tensors of `dst` (a module's state_dict: names as
+/// Module::state_dict()). Every entry of `dst` must exist in `src` with the same shape, else
+/// engine::ConfigError naming the first mismatched tensor and both shapes (weights from another
+/// model config). Values are converted to the destination dtype.
+void load_state_into(const std::vector<std::pair<std::string, engine::Tensor>>& dst,
+                     const std::map<std::string, engine::Tensor>& src, const std::string& what);
+
+}  // namespace io
