@@ -7,8 +7,10 @@
 #include "engine/device.h"
 #include "engine/tensor.h"
 #include "apps/dataset.h"
+#include "apps/detect.h"
 #include "apps/selfcheck.h"
 #include "apps/synth.h"
+#include "apps/val.h"
 
 namespace apps {
 
@@ -44,9 +46,8 @@ int run_selected(CLI::App& app) {
 
 void register_commands(CLI::App& app) {
   add_pending(app, "train", "train a model (official train_dual.py flags)", "training issue");
-  add_pending(app, "val", "validate a model (official val_dual.py flags)", "evaluation issue");
-  add_pending(app, "detect", "run detection on images or video (official detect_dual.py flags)",
-              "evaluation issue");
+  register_val(app);
+  register_detect(app);
   add_pending(app, "export", "export a model (--reparam removes the PGI branch, fuses Conv+BN)", "model issue");
   register_dataset(app);
   register_synth(app);
