@@ -61,7 +61,7 @@ std::vector<std::string> glob_sorted(const std::string& pattern) {
   return out;
 }
 
-double now_s() {
+double det_now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
@@ -71,7 +71,7 @@ std::string gfmt(double v) {
   return b;
 }
 
-std::string class_name(const std::vector<std::string>& names, int64_t c) {
+std::string det_class_name(const std::vector<std::string>& names, int64_t c) {
   return c >= 0 && c < static_cast<int64_t>(names.size()) ? names[static_cast<size_t>(c)] : std::to_string(c);
 }
 
@@ -197,7 +197,7 @@ DetectSummary run_detect(const Predictor& predictor, const std::string& source, 
   auto process = [&](cv::Mat& im0, const std::string& path, const std::string& prefix, const std::string& txt_stem) {
     io::LetterboxResult lb = io::letterbox(im0, o.imgsz, o.imgsz, /*auto_pad=*/true, false, true, 32);
     const int H = lb.img.rows, W = lb.img.cols;
-    double t0 = now_s();
+    double t0 = det_now_s();
     cv::Mat rgb;
     cv::cvtColor(lb.img, rgb, cv::COLOR_BGR2RGB);
     Tensor u8 = Tensor::empty({1, 3, H, W}, DType::U8);
@@ -210,16 +210,16 @@ DetectSummary run_detect(const Predictor& predictor, const std::string& source, 
       }
     }
     Tensor im = ops::div(u8.to(o.device).to(DType::F32), k255);
-    double t1 = now_s();
+    double t1 = det_now_s();
     io::Batch b;
     b.images = u8;
     b.paths = {path};
     b.indices = {0};
     b.targets = Tensor::zeros({0, 6});
     Tensor pred = predictor(im, b);
-    double t2 = now_s();
+    double t2 = det_now_s();
     Tensor det = ops::non_max_suppression(pred, no)[0].to(engine::Device::cpu()).to(DType::F32).contiguous().clone();
-    double t3 = now_s();
+    double t3 = det_now_s();
     dt_pre += t1 - t0;
     dt_inf += t2 - t1;
     dt_nms += t3 - t2;
@@ -241,7 +241,7 @@ DetectSummary run_detect(const Predictor& predictor, const std::string& source, 
     std::string s = prefix + std::to_string(H) + "x" + std::to_string(W) + " ";
     std::map<int64_t, int64_t> counts;
     for (int64_t i = 0; i < n; ++i) ++counts[static_cast<int64_t>(dp[6 * i + 5])];
-    for (const auto& [c, k] : counts) s += std::to_string(k) + " " + class_name(o.names, c) + (k > 1 ? "s" : "") + ", ";
+    for (const auto& [c, k] : counts) s += std::to_string(k) + " " + det_class_name(o.names, c) + (k > 1 ? "s" : "") + ", ";
     cv::Mat imc = o.save_crop ? im0.clone() : cv::Mat();
     std::ofstream txt;
     if (o.save_txt && n > 0) {
@@ -264,7 +264,7 @@ DetectSummary run_detect(const Predictor& predictor, const std::string& source, 
       if (save_img || o.save_crop) {
         std::string label;
         if (!o.hide_labels) {
-          label = class_name(o.names, c);
+          label = det_class_name(o.names, c);
           if (!o.hide_conf) {
             char b2[32];
             std::snprintf(b2, sizeof b2, " %.2f", r[4]);
@@ -273,7 +273,7 @@ DetectSummary run_detect(const Predictor& predictor, const std::string& source, 
         }
         box_label(im0, r[0], r[1], r[2], r[3], label, class_color_bgr(c), lw);
       }
-      if (o.save_crop) save_crop(imc, r, dir / "crops" / class_name(o.names, c) / (fs::path(path).stem().string() + ".jpg"));
+      if (o.save_crop) save_crop(imc, r, dir / "crops" / det_class_name(o.names, c) / (fs::path(path).stem().string() + ".jpg"));
     }
     if (o.print) {
       std::printf("%s%s%.1fms\n", s.c_str(), n ? "" : "(no detections), ", (t2 - t1) * 1e3);

@@ -42,8 +42,20 @@ const Fixture& fixture() {
   return f;
 }
 
-std::shared_ptr<io::AugmentedDataset> val_dataset(int batch = kBatch) {
-  const auto& f = fixture();
+// A larger set (no model runs on it) for the pycocotools cross-check: AP differences between the
+// two interpolation rules shrink with the number of objects.
+const Fixture& large_fixture() {
+  static Fixture f = [] {
+    Fixture x;
+    x.dir = e2e::temp_dir("val_large");
+    x.yaml = e2e::make_dataset(x.dir + "/ds", 80, kImg);
+    x.data = io::load_data_yaml(x.yaml);
+    return x;
+  }();
+  return f;
+}
+
+std::shared_ptr<io::AugmentedDataset> val_dataset(const Fixture& f = fixture(), int batch = kBatch) {
   return apps::make_val_dataset(f.data.val, kImg, batch, true, 0.5, f.data.nc, false, 0, "val: ");
 }
 
@@ -57,10 +69,11 @@ double hash01(int64_t a, int64_t b, int64_t c) {
   return static_cast<double>(x >> 11) / 9007199254740992.0;
 }
 
-// A predictor that returns the batch's ground truth with jitter, a few misses and false positives:
-// [B, 4 + nc, A] with A = 64 anchors, unused anchors scored 0.
-apps::Predictor noisy_gt_predictor(int64_t nc) {
-  return [nc](const Tensor& im, const io::Batch& b) {
+// A predictor that returns the batch's ground truth, with false positives (wrong class, shifted)
+// and, when `noisy`, box jitter and missed objects: [B, 4 + nc, A] with A = 64 anchors, unused
+// anchors scored 0.
+apps::Predictor noisy_gt_predictor(int64_t nc, bool noisy = true) {
+  return [nc, noisy](const Tensor& im, const io::Batch& b) {
     const int64_t B = im.size(0), H = im.size(2), W = im.size(3), A = 64;
     std::vector<float> p(static_cast<size_t>(B * (4 + nc) * A), 0.f);
     std::vector<int64_t> used(static_cast<size_t>(B), 0);
@@ -77,10 +90,11 @@ apps::Predictor noisy_gt_predictor(int64_t nc) {
       const int64_t key = b.indices[static_cast<size_t>(bi)];
       const float cx = t[6 * i + 2] * W, cy = t[6 * i + 3] * H, w = t[6 * i + 4] * W, h = t[6 * i + 5] * H;
       const double u = hash01(key, static_cast<int64_t>(i), 0);
-      if (u < 0.12) continue;  // missed object
-      const float jx = static_cast<float>((hash01(key, i, 1) - 0.5) * 0.3) * w;
-      const float jy = static_cast<float>((hash01(key, i, 2) - 0.5) * 0.3) * h;
-      const float sw = static_cast<float>(1 + (hash01(key, i, 3) - 0.5) * 0.3);
+      if (noisy && u < 0.12) continue;  // missed object
+      const float amp = noisy ? 0.3f : 0.f;
+      const float jx = static_cast<float>((hash01(key, i, 1) - 0.5) * amp) * w;
+      const float jy = static_cast<float>((hash01(key, i, 2) - 0.5) * amp) * h;
+      const float sw = static_cast<float>(1 + (hash01(key, i, 3) - 0.5) * amp);
       put(bi, cx + jx, cy + jy, w * sw, h, c, static_cast<float>(0.2 + 0.79 * hash01(key, i, 4)));
       if (hash01(key, i, 5) < 0.35)  // false positive: wrong class, shifted
         put(bi, cx + 0.4f * w, cy, w, h, (c + 1) % nc, static_cast<float>(0.05 + 0.9 * hash01(key, i, 6)));
@@ -231,12 +245,19 @@ TEST(ValE2E, MissingWeightsNamesThePath) {
 }
 
 // pycocotools scores our --save-json output against a COCO ground truth made from the labels;
-// its AP@[.5:.95] must agree with ours within 0.5 points (ours uses the official 101-point
-// trapezoidal AP and per-threshold matching, so the two are close but not identical).
+// the two AP@[.5:.95] must agree within 0.75 points. Predictions: every object found with its
+// exact box plus interleaved false positives, so precision drops below 1 and both sides compute a
+// non-trivial AP; COCO's AP must then be the same at IoU 0.5 and at 0.5:0.95 (any error in the
+// JSON boxes, ids or classes would lower it at high IoU). Recall reaches 1, where the official AP
+// (envelope linearly interpolated, trapezoidal integration, end point (1, 0)) and COCO's (step
+// lookup, mean of 101 points) differ least: np.interp at recall 1 returns the appended 0, so the
+// official AP loses 0.5 * 0.01 * P(R = 1) per class (0.5 points at P = 1: the familiar 0.995),
+// hence 0.75 rather than 0.5 points. With missed objects the official AP instead adds a triangle
+// 0.5 (1 - R) P above COCO's (several points on small sets); see shared/spec/eval.md 4.2.
 TEST(ValE2E, PycocotoolsCrossCheck) {
   if (std::system("python3 -c 'import pycocotools' >/dev/null 2>&1") != 0)
     GTEST_SKIP() << "pycocotools not installed (pip install pycocotools)";
-  const auto& f = fixture();
+  const auto& f = large_fixture();
   apps::ValOptions o;
   o.batch_size = kBatch;
   o.workers = 1;
@@ -246,8 +267,9 @@ TEST(ValE2E, PycocotoolsCrossCheck) {
   o.plots = false;
   o.print = false;
   o.json_stem = "coco";
-  apps::ValResult r = apps::run_validation(noisy_gt_predictor(f.data.nc), val_dataset(), o);
-  ASSERT_GT(r.metrics.map, 0.1);
+  apps::ValResult r = apps::run_validation(noisy_gt_predictor(f.data.nc, /*noisy=*/false), val_dataset(f), o);
+  ASSERT_GT(r.metrics.map, 0.3);
+  ASSERT_LT(r.metrics.map, 0.99);
   // ground truth JSON from the label files and the original image sizes
   nlohmann::json gt = {{"images", nlohmann::json::array()}, {"annotations", nlohmann::json::array()},
                        {"categories", nlohmann::json::array()}};
@@ -288,8 +310,9 @@ TEST(ValE2E, PycocotoolsCrossCheck) {
   const double coco_map = std::stod(m[1]), coco_map50 = std::stod(m[2]);
   std::printf("ours: mAP50 %.4f mAP50-95 %.4f; pycocotools: AP50 %.4f AP %.4f\n", r.metrics.map50, r.metrics.map,
               coco_map50, coco_map);
-  EXPECT_NEAR(r.metrics.map, coco_map, 0.005) << out;
-  EXPECT_NEAR(r.metrics.map50, coco_map50, 0.01) << out;
+  EXPECT_NEAR(coco_map, coco_map50, 1e-3) << "JSON boxes are not exact: " << out;
+  EXPECT_NEAR(r.metrics.map, coco_map, 0.0075) << out;
+  EXPECT_NEAR(r.metrics.map50, coco_map50, 0.0075) << out;
 }
 
 }  // namespace
