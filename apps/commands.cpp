@@ -8,6 +8,7 @@
 #include "engine/tensor.h"
 #include "apps/dataset.h"
 #include "apps/detect.h"
+#include "apps/export.h"
 #include "apps/selfcheck.h"
 #include "apps/synth.h"
 #include "apps/val.h"
@@ -48,7 +49,7 @@ void register_commands(CLI::App& app) {
   add_pending(app, "train", "train a model (official train_dual.py flags)", "training issue");
   register_val(app);
   register_detect(app);
-  add_pending(app, "export", "export a model (--reparam removes the PGI branch, fuses Conv+BN)", "model issue");
+  register_export(app);
   register_dataset(app);
   register_synth(app);
   add_pending(app, "bench", "run the built-in micro-benchmarks", "later issue");

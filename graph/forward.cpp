@@ -47,7 +47,13 @@ std::pair<Tensor, Tensor> make_anchors(const std::vector<Tensor>& feats, const s
 Tensor Conv2d::forward(const Tensor& x) const { return ops::conv2d(x, weight, bias, {s, s}, {p, p}, {d, d}, g); }
 
 Tensor BatchNorm2d::forward(const Tensor& x) const {
-  if (training()) Tensor(num_batches_tracked).add_(Tensor::ones({}, engine::DType::I64, num_batches_tracked.device()));
+  if (training()) {
+    // num_batches_tracked += 1 on the device (the CPU add_ kernel is float-only: count in F64,
+    // exact below 2^53, and convert back).
+    Tensor count = num_batches_tracked.to(engine::DType::F64);
+    count.add_(Tensor::ones({}, engine::DType::F64, count.device()));
+    Tensor(num_batches_tracked).copy_(count);
+  }
   return ops::batch_norm(x, weight, bias, running_mean, running_var, training(), momentum, eps);
 }
 
@@ -57,9 +63,14 @@ Tensor Sequential::forward(const Tensor& x) const {
   return y;
 }
 
-Tensor Conv::forward(const Tensor& x) const { return apply_act(bn->forward(conv->forward(x)), act); }
+Tensor Conv::forward(const Tensor& x) const {
+  return apply_act(bn ? bn->forward(conv->forward(x)) : conv->forward(x), act);
+}
 
-Tensor RepConvN::forward(const Tensor& x) const { return apply_act(ops::add(conv1->forward(x), conv2->forward(x)), act); }
+Tensor RepConvN::forward(const Tensor& x) const {
+  if (conv) return apply_act(conv->forward(x), act);
+  return apply_act(ops::add(conv1->forward(x), conv2->forward(x)), act);
+}
 
 Tensor RepNBottleneck::forward(const Tensor& x) const {
   Tensor y = cv2->forward(cv1->forward(x));

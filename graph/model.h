@@ -73,6 +73,15 @@ class Model : public Module {
   /// multiples of 32. Training mode returns raw maps; eval mode also decodes (spec 8).
   ModelOutput forward(const Tensor& x);
 
+  /// Loads every parameter and buffer by official state_dict name from a safetensors file
+  /// (graph/state.h: load_weights; num_batches_tracked may be stored as [1]). Throws
+  /// engine::IoError for an unreadable file and engine::ShapeError naming the path and the first
+  /// missing tensor, or the first mismatched tensor with the file's and the model's shapes.
+  void load_weights(const std::string& path);
+  /// Writes the state_dict (official names) to `path` atomically; metadata records the config
+  /// source and nc. Throws engine::IoError.
+  void save_weights(const std::string& path) const;
+
  private:
   ModelConfig cfg_;
   Act act_ = Act::SiLU;

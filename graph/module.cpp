@@ -1,6 +1,10 @@
 // Module registration and traversal (PyTorch nn.Module naming and state_dict order).
 #include "graph/module.h"
 
+#include <algorithm>
+
+#include "engine/error.h"
+
 namespace graph {
 
 Tensor& Module::register_parameter(const std::string& name, Tensor t, bool trainable) {
@@ -12,6 +16,12 @@ Tensor& Module::register_parameter(const std::string& name, Tensor t, bool train
 Tensor& Module::register_buffer(const std::string& name, Tensor t) {
   buffers_.emplace_back(name, std::move(t));
   return buffers_.back().second;
+}
+
+void Module::remove_module(const std::string& name) {
+  auto it = std::find_if(children_.begin(), children_.end(), [&](const auto& c) { return c.first == name; });
+  Y9_CHECK_T(engine::InternalError, it != children_.end(), type_name(), ": no child module '", name, "'");
+  children_.erase(it);
 }
 
 void Module::collect(const std::string& prefix, bool params, bool buffers, bool interleave,

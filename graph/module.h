@@ -63,6 +63,9 @@ class Module {
     children_.emplace_back(name, m);
     return m;
   }
+  /// Removes the child `name` (like delattr on an nn.Module); used by the inference fusions.
+  /// Throws engine::InternalError when there is no such child.
+  void remove_module(const std::string& name);
 
  private:
   void collect(const std::string& prefix, bool params, bool buffers, bool interleave,

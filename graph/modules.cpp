@@ -66,6 +66,7 @@ RepConvN::RepConvN(int64_t c1, int64_t c2, int64_t s, int64_t g, Act act_) : act
 }
 
 Dims RepConvN::trace1(const Dims& in, double& macs) const {
+  if (conv) return conv->trace1(in, macs);
   Dims out = conv1->trace1(in, macs);
   conv2->trace1(in, macs);
   return out;

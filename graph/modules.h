@@ -68,6 +68,9 @@ class Conv2d : public UnaryBlock {
   Tensor forward(const Tensor& x) const;
   /// Output dims; adds c2 * Ho * Wo * (c1/g) * k * k to `macs`.
   Dims trace1(const Dims& in, double& macs) const override;
+  /// Sets the bias to `b` [c2] (copied), registering the parameter "bias" (trainable like the
+  /// weight) when the conv had none. Used by the inference fusions.
+  void set_bias(const Tensor& b);
   int64_t c1, c2, k, s, p, g, d;
   Tensor weight, bias;  ///< bias undefined when absent
 };
@@ -93,10 +96,16 @@ class Conv : public UnaryBlock {
   Conv(int64_t c1, int64_t c2, int64_t k = 1, int64_t s = 1, int64_t p = -1, int64_t g = 1, int64_t d = 1,
        Act act = Act::SiLU);
   std::string type_name() const override { return "Conv"; }
+  /// act(bn(conv(x))); after fuse() act(conv(x) + bias).
   Tensor forward(const Tensor& x) const;
   Dims trace1(const Dims& in, double& macs) const override { return conv->trace1(in, macs); }
+  /// Folds the BN into the conv (official utils/torch_utils.py: fuse_conv_and_bn; spec 6.1):
+  /// W' = W * gamma/sqrt(var+eps) per output channel, b' = beta - gamma*mean/sqrt(var+eps),
+  /// computed in double and stored in the conv's dtype; removes the child "bn" so the state
+  /// names become conv.weight, conv.bias. No-op when already fused.
+  void fuse();
   std::shared_ptr<Conv2d> conv;
-  std::shared_ptr<BatchNorm2d> bn;
+  std::shared_ptr<BatchNorm2d> bn;  ///< null after fuse()
   Act act;
 };
 
@@ -105,9 +114,16 @@ class RepConvN : public UnaryBlock {
  public:
   RepConvN(int64_t c1, int64_t c2, int64_t s = 1, int64_t g = 1, Act act = Act::SiLU);
   std::string type_name() const override { return "RepConvN"; }
+  /// act(conv1(x) + conv2(x)); after fuse() act(conv(x)).
   Tensor forward(const Tensor& x) const;
   Dims trace1(const Dims& in, double& macs) const override;
-  std::shared_ptr<Conv> conv1, conv2;
+  /// Folds both branches into one 3x3 conv with bias (official RepConvN.fuse_convs /
+  /// get_equivalent_kernel_bias; spec 6.2): each branch BN-folded as in Conv::fuse, the 1x1
+  /// kernel zero-padded to 3x3 at the centre tap, kernels and biases added. Registers the child
+  /// "conv" and removes conv1/conv2. No-op when already fused.
+  void fuse();
+  std::shared_ptr<Conv> conv1, conv2;  ///< null after fuse()
+  std::shared_ptr<Conv2d> conv;        ///< the fused 3x3 conv (null before fuse())
   Act act;
 };
 

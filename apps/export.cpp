@@ -1,0 +1,89 @@
+// `yolov9 export --weights W --cfg C [--reparam [--gelan-cfg G]] [--fuse] [--nc N] --out FILE`.
+// Loads W (safetensors, official state_dict names) into the model of C, optionally removes the
+// PGI auxiliary branch (C must have a multi-branch head; the single-branch config defaults to C's
+// file name with "yolov9-" replaced by "gelan-"), optionally fuses Conv+BN and RepConvN, and
+// writes the state_dict to FILE (metadata: cfg, nc, reparam, fused).
+#include "apps/export.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "apps/commands.h"
+#include "engine/error.h"
+#include "graph/fuse.h"
+#include "graph/model.h"
+#include "graph/state.h"
+#include "io/safetensors.h"
+
+namespace apps {
+
+namespace {
+
+struct ExportOptions {
+  std::string weights, cfg, gelan_cfg, out;
+  bool reparam = false, fuse = false;
+  int64_t nc = -1;
+};
+
+std::string default_gelan_cfg(const std::string& cfg) {
+  const std::filesystem::path p(cfg);
+  const std::string name = p.filename().string();
+  Y9_CHECK_T(engine::ConfigError, name.rfind("yolov9-", 0) == 0, "export --reparam: cannot derive the gelan config from '",
+             cfg, "' (expected yolov9-X.yaml); give --gelan-cfg");
+  return (p.parent_path() / ("gelan-" + name.substr(7))).string();
+}
+
+int run_export(const ExportOptions& o) {
+  // Class count: --nc, else the weights file's metadata, else the YAML.
+  int64_t nc = o.nc;
+  if (nc <= 0) {
+    const auto meta = io::load_safetensors(o.weights).metadata;
+    if (auto it = meta.find("nc"); it != meta.end()) nc = std::stoll(it->second);
+  }
+  graph::BuildOptions bo;
+  bo.init = false;
+  auto model = std::make_shared<graph::Model>(graph::load_model_config(o.cfg, nc), bo);
+  model->load_weights(o.weights);
+  model->eval();
+  std::string cfg_used = o.cfg;
+  if (o.reparam) {
+    Y9_CHECK_T(engine::ConfigError, model->head()->branches > 1, "export --reparam: ", o.cfg, " has a single-branch ",
+               model->head()->type_name(), " head; nothing to re-parameterise");
+    cfg_used = o.gelan_cfg.empty() ? default_gelan_cfg(o.cfg) : o.gelan_cfg;
+    model = graph::reparameterize(*model, graph::load_model_config(cfg_used, model->nc()));
+  }
+  int fused = 0;
+  if (o.fuse) fused = graph::fuse(*model);
+  graph::save_weights(*model, o.out,
+                      {{"format", "yolov9-cpp state_dict"},
+                       {"cfg", cfg_used},
+                       {"nc", std::to_string(model->nc())},
+                       {"reparam", o.reparam ? "1" : "0"},
+                       {"fused", o.fuse ? "1" : "0"}});
+  std::printf("export: %s -> %s (%s%s; %lld parameters%s)\n", o.weights.c_str(), o.out.c_str(),
+              std::filesystem::path(cfg_used).stem().string().c_str(), o.reparam ? ", PGI branch removed" : "",
+              static_cast<long long>(model->num_parameters()),
+              o.fuse ? (", " + std::to_string(fused) + " modules fused").c_str() : "");
+  return 0;
+}
+
+}  // namespace
+
+void register_export(CLI::App& app) {
+  static ExportOptions o;  // CLI11 binds options to storage that outlives parsing
+  add_command(
+      app, "export", "export a model (--reparam removes the PGI branch, --fuse folds Conv+BN and RepConvN)",
+      [](CLI::App& sub) {
+        sub.add_option("--weights", o.weights, "input weights (safetensors, official state_dict names)")->required();
+        sub.add_option("--cfg", o.cfg, "model YAML the weights belong to (e.g. configs/models/yolov9-s.yaml)")->required();
+        sub.add_flag("--reparam", o.reparam, "remove the PGI auxiliary branch: yolov9-X -> gelan-X");
+        sub.add_option("--gelan-cfg", o.gelan_cfg, "single-branch YAML for --reparam (default: gelan-X next to --cfg)");
+        sub.add_flag("--fuse", o.fuse, "fold BatchNorm into convs and RepConvN into one 3x3 conv (inference only)");
+        sub.add_option("--nc", o.nc, "class count (default: the weights' metadata, else the YAML)");
+        sub.add_option("--out", o.out, "output safetensors file")->required();
+      },
+      []() { return run_export(o); });
+}
+
+}  // namespace apps

@@ -1,0 +1,39 @@
+// Runs a script of bench/official/ against the official PyTorch YOLOv9 (folder in env
+// YOLOV9_OFFICIAL, interpreter /usr/bin/python3 or env YOLOV9_PYTHON) and returns the JSON object
+// it prints on its last line; std::nullopt when the variable is unset or the script fails, so a
+// benchmark can skip its baseline column.
+#pragma once
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace bench {
+
+inline std::optional<nlohmann::json> run_official(const std::string& script, const std::string& args) {
+  const char* root = std::getenv("YOLOV9_OFFICIAL");
+  if (!root || !*root) return std::nullopt;
+  const char* py = std::getenv("YOLOV9_PYTHON");
+  std::string cmd = std::string(py && *py ? py : "/usr/bin/python3") + " " + Y9_BENCH_SOURCE_DIR +
+                    "/bench/official/" + script + " " + args + " 2>/dev/null";
+  FILE* f = popen(cmd.c_str(), "r");
+  if (!f) return std::nullopt;
+  std::string out, last;
+  std::array<char, 4096> buf{};
+  while (fgets(buf.data(), buf.size(), f)) out += buf.data();
+  if (pclose(f) != 0) return std::nullopt;
+  size_t end = out.find_last_not_of("\n");
+  if (end == std::string::npos) return std::nullopt;
+  size_t start = out.rfind('\n', end);
+  last = out.substr(start == std::string::npos ? 0 : start + 1, end + 1 - (start == std::string::npos ? 0 : start + 1));
+  try {
+    return nlohmann::json::parse(last);
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace bench

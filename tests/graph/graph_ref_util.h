@@ -1,0 +1,61 @@
+// Helpers shared by the graph fixture tests: JSON reading, fixture-relative comparison with a
+// printed error figure, and numbered-output lookup ("out_train.0.1").
+#pragma once
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/tensor.h"
+#include "tests/testutil.h"
+
+namespace graphtest {
+
+inline nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << path;
+  return nlohmann::json::parse(in);
+}
+
+/// max |x| of a tensor (host copy; tests only).
+inline double max_abs(const engine::Tensor& t) {
+  double m = 0;
+  for (double v : t.to_vector<double>()) m = std::max(m, std::fabs(v));
+  return m;
+}
+
+/// Largest |got - want| / max|want| (the error relative to the tensor's scale).
+inline double scaled_error(const engine::Tensor& got, const engine::Tensor& want) {
+  const auto g = got.to_vector<double>(), w = want.to_vector<double>();
+  double e = 0, s = 0;
+  for (size_t i = 0; i < w.size() && i < g.size(); ++i) {
+    e = std::max(e, std::fabs(g[i] - w[i]));
+    s = std::max(s, std::fabs(w[i]));
+  }
+  return s > 0 ? e / s : e;
+}
+
+/// Elementwise |got - want| <= rtol*|want| + atol_scale*max|want| (shapes must match; the
+/// fixture may store a 0-d tensor as [1]).
+inline ::testing::AssertionResult close(const engine::Tensor& got, const engine::Tensor& want, double rtol,
+                                        double atol_scale) {
+  if (got.numel() != want.numel())
+    return ::testing::AssertionFailure() << "numel " << got.numel() << " vs " << want.numel();
+  const engine::Tensor g = got.shape() == want.shape() ? got : got.reshape(want.shape());
+  return testutil::all_close(g, want, rtol, atol_scale * max_abs(want));
+}
+
+/// Tensors named `prefix.0`, `prefix.1`, ... (or just `prefix`), in index order.
+inline std::vector<std::string> numbered(const std::map<std::string, engine::Tensor>& ts, const std::string& prefix) {
+  if (ts.count(prefix)) return {prefix};
+  std::vector<std::string> out;
+  for (int i = 0; ts.count(prefix + "." + std::to_string(i)); ++i) out.push_back(prefix + "." + std::to_string(i));
+  return out;
+}
+
+}  // namespace graphtest
