@@ -189,6 +189,12 @@ std::shared_ptr<io::AugmentedDataset> make_val_dataset(const std::vector<std::st
   so.min_items = min_items;
   so.prefix = prefix;
   io::ScanResult scan = io::scan_dataset(entries, so);
+  if (!prefix.empty()) {
+    for (const auto& f : scan.findings)
+      std::printf("%sWARNING %s%s: %s (%s)\n", prefix.c_str(), f.file.c_str(),
+                  f.line ? (":" + std::to_string(f.line)).c_str() : "", f.reason.c_str(), f.action.c_str());
+    std::printf("%s%s\n", prefix.c_str(), scan.summary_line().c_str());
+  }
   io::AugmentOptions ao;
   ao.img_size = img_size;
   ao.augment = false;

@@ -98,6 +98,7 @@ std::string format_val_table(const ops::ValMetrics& m, int64_t seen, const std::
 /// Validation dataset of a split (official create_dataloader for val): scan `entries`, rect
 /// batches with `pad` (0.5 stand-alone and in training, 0 with rect = false for --task speed),
 /// no augmentation. nc checks class ids; single_cls maps every class to 0; min_items filters.
+/// A non-empty `prefix` ("val: ") prints the scan summary line and findings on stdout.
 /// Throws engine::IoError when the split has no usable image (message names the paths).
 std::shared_ptr<io::AugmentedDataset> make_val_dataset(const std::vector<std::string>& entries, int img_size,
                                                        int batch_size, bool rect, double pad, int nc,

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "engine/autograd.h"
 #include "engine/error.h"
+#include "graph/state.h"
 #include "io/safetensors.h"
 
 namespace fs = std::filesystem;
@@ -49,21 +49,12 @@ LoadedModel load_model(const std::string& weights, const std::string& cfg, int64
            std::any_of(data.tensors.begin(), data.tensors.end(),
                        [](const auto& kv) { return kv.first.rfind("ema.", 0) == 0; });
   const std::string prefix = lm.ema ? "ema." : "";
-  // TODO(graph2 merge): graph::load_state_dict(*lm.model, data.tensors, {prefix}).
-  const auto dst = lm.model->state_dict();
-  for (const auto& [name, t] : dst) {
-    auto it = data.tensors.find(prefix + name);
-    Y9_CHECK_SHAPE(it != data.tensors.end(), weights, ": missing tensor '", prefix + name, "'");
-    const bool scalar_like = it->second.numel() == 1 && t.numel() == 1;
-    Y9_CHECK_SHAPE(it->second.shape() == t.shape() || scalar_like, weights, ": shape mismatch for '", name, "': file ",
-                   engine::shape_str(it->second.shape()), ", model ", engine::shape_str(t.shape()));
-  }
-  {
-    engine::autograd::NoGradGuard ng;
-    for (const auto& [name, t] : dst) {
-      engine::Tensor d = t;
-      d.copy_(data.tensors.at(prefix + name).reshape(d.shape()));
-    }
+  graph::LoadOptions lo;
+  lo.prefix = prefix;
+  try {
+    graph::load_state_dict(*lm.model, data.tensors, lo);
+  } catch (const engine::ShapeError& e) {
+    Y9_THROW(engine::ShapeError, weights, " (model ", yaml, ", nc ", lm.model->nc(), "): ", e.message());
   }
   lm.model->eval();
   return lm;

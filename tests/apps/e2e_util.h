@@ -10,12 +10,14 @@
 #include <opencv2/imgproc.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
 #include <string>
 
 #include "graph/model.h"
+#include "graph/state.h"
 #include "io/safetensors.h"
 #include "io/synth.h"
 
@@ -67,12 +69,22 @@ inline std::shared_ptr<graph::Model> make_checkpoint(const std::string& cfg_name
   graph::BuildOptions bo;
   bo.seed = 1;
   auto m = graph::Model::from_yaml(cfg_path(cfg_name), nc, bo);
-  std::map<std::string, engine::Tensor> t;
-  for (const auto& [k, v] : m->state_dict()) t[(ema_prefix ? "ema." : "") + k] = v.detach();
   std::string names = "[";
   for (int64_t c = 0; c < nc; ++c) names += (c ? ",\"" : "\"") + io::synth_class_names(static_cast<int>(nc))[c] + "\"";
   names += "]";
-  io::save_safetensors(path, t, {{"cfg", cfg_path(cfg_name)}, {"nc", std::to_string(nc)}, {"names", names}});
+  const std::map<std::string, std::string> meta = {{"cfg", cfg_path(cfg_name)}, {"nc", std::to_string(nc)}, {"names", names}};
+  if (!ema_prefix) {
+    graph::save_weights(*m, path, meta);  // the engine's writer (official names)
+    return m;
+  }
+  // a train checkpoint: the EMA copy under "ema." (loaded in preference) and a perturbed "model."
+  std::map<std::string, engine::Tensor> t;
+  for (const auto& [k, v] : m->state_dict()) {
+    t["ema." + k] = v.detach();
+    t[k] = v.detach().to(engine::DType::F32).clone();
+    if (t[k].dtype() == engine::DType::F32) t[k].fill_(std::nan(""));
+  }
+  io::save_safetensors(path, t, meta);
   return m;
 }
 

@@ -235,6 +235,29 @@ TEST(ValE2E, CommandLine) {
   EXPECT_TRUE(fs::exists(fs::path(project) / "exp2"));
 }
 
+TEST(ValE2E, LoadModelPrefersEma) {
+  const auto& f = fixture();
+  const std::string w = f.dir + "/gelan-t-ema.safetensors";
+  auto ref = e2e::make_checkpoint("gelan-t", f.data.nc, w, /*ema_prefix=*/true);
+  apps::LoadedModel lm = apps::load_model(w);
+  EXPECT_TRUE(lm.ema);
+  EXPECT_EQ(lm.names, f.data.names);
+  EXPECT_FALSE(lm.model->training());
+  const auto a = lm.model->state_dict(), b = ref->state_dict();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].first, b[i].first);
+    EXPECT_EQ(a[i].second.to_vector<double>(), b[i].second.to_vector<double>()) << a[i].first;
+  }
+  // a class count that does not match the file names the tensor
+  try {
+    apps::load_model(w, e2e::cfg_path("gelan-s"));
+    FAIL() << "expected ShapeError";
+  } catch (const engine::ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find(w), std::string::npos) << e.what();
+  }
+}
+
 TEST(ValE2E, MissingWeightsNamesThePath) {
   const auto& f = fixture();
   auto r = e2e::run_cli("val --data '" + f.yaml + "' --weights /nonexistent/w.safetensors --project '" + f.dir +
