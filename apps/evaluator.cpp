@@ -12,6 +12,7 @@
 #include <fstream>
 #include <map>
 #include <thread>
+#include <utility>
 
 #include "engine/autograd.h"
 #include "engine/error.h"
@@ -245,6 +246,41 @@ int check_img_size(int img, int stride, int floor) {
   return v;
 }
 
+std::pair<double, double> pycocotools_eval(const std::string& anno_json, const std::string& pred_json,
+                                           const std::vector<nlohmann::json>& img_ids) {
+  Y9_CHECK_T(engine::IoError, fs::is_regular_file(anno_json), "annotations not found: ", anno_json);
+  const fs::path ids_path = fs::path(pred_json).parent_path() / "coco_img_ids.json";
+  std::ofstream(ids_path) << nlohmann::json(img_ids).dump();
+  const std::string script =
+      "import sys, json\n"
+      "from pycocotools.coco import COCO\n"
+      "from pycocotools.cocoeval import COCOeval\n"
+      "anno = COCO(sys.argv[1]); pred = anno.loadRes(sys.argv[2])\n"
+      "e = COCOeval(anno, pred, 'bbox')\n"
+      "ids = json.load(open(sys.argv[3]))\n"
+      "if ids: e.params.imgIds = ids\n"
+      "e.evaluate(); e.accumulate(); e.summarize()\n"
+      "print('Y9_COCO_RESULT %.8f %.8f' % (e.stats[0], e.stats[1]))\n";
+  const fs::path py = fs::path(pred_json).parent_path() / "coco_eval.py";
+  std::ofstream(py) << script;
+  const std::string cmd = "python3 '" + py.string() + "' '" + anno_json + "' '" + pred_json + "' '" + ids_path.string() + "' 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  Y9_CHECK(p != nullptr, "cannot start python3");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int rc = ::pclose(p);
+  fs::remove(py);
+  fs::remove(ids_path);
+  const size_t k = out.find("Y9_COCO_RESULT ");
+  Y9_CHECK(rc == 0 && k != std::string::npos, "python3 pycocotools failed (exit ", rc, "): ", out);
+  std::fputs(out.substr(0, k).c_str(), stdout);
+  double ap = 0, ap50 = 0;
+  std::sscanf(out.c_str() + k, "Y9_COCO_RESULT %lf %lf", &ap, &ap50);
+  return {ap, ap50};
+}
+
 Predictor model_predictor(graph::Model& model) {
   model.eval();
   graph::Model* m = &model;
@@ -435,13 +471,29 @@ ValResult run_validation(const Predictor& predictor, std::shared_ptr<const io::A
       io::plot_mc_curve(px, pc.r_curve, present, "Confidence", "Recall", (d / "R_curve.png").string());
     }
   }
-  if (save_json) {
+  if (save_json && !jdict.empty()) {  // official: only when there are detections
     res.json_path = (fs::path(opts.save_dir) / (opts.json_stem + "_predictions.json")).string();
     if (opts.print) std::printf("\nEvaluating pycocotools mAP... saving %s...\n", res.json_path.c_str());
-    std::ofstream o(res.json_path);
-    Y9_CHECK_T(engine::IoError, o.good(), "cannot write ", res.json_path);
-    o << jdict.dump();
-    Y9_CHECK_T(engine::IoError, o.good(), "cannot write ", res.json_path);
+    {
+      std::ofstream o(res.json_path);
+      Y9_CHECK_T(engine::IoError, o.good(), "cannot write ", res.json_path);
+      o << jdict.dump();
+      Y9_CHECK_T(engine::IoError, o.good(), "cannot write ", res.json_path);
+    }
+    if (!opts.anno_json.empty()) {
+      std::vector<nlohmann::json> ids;
+      if (opts.is_coco)
+        for (const auto& r : ds->records()) ids.push_back(coco_image_id(r.image_path));
+      try {
+        const auto [ap, ap50] = pycocotools_eval(opts.anno_json, res.json_path, ids);
+        res.metrics.map = ap;
+        res.metrics.map50 = ap50;
+        res.metrics.fitness = 0.1 * ap50 + 0.9 * ap;
+        res.coco_evaluated = true;
+      } catch (const engine::Error& e) {
+        if (opts.print) std::printf("pycocotools unable to run: %s\n", e.message().c_str());
+      }
+    }
   }
   return res;
 }

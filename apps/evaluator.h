@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/device.h"
@@ -51,7 +52,9 @@ struct ValOptions {
   bool print = true;         ///< print the table (and the speed line when !training)
   std::string save_dir;      ///< outputs folder (created); empty = no files at all
   std::string json_stem = "yolo";  ///< weights file stem for the JSON name
-  bool is_coco = false;      ///< category ids through coco80_to_coco91
+  bool is_coco = false;      ///< category ids through coco80_to_coco91; COCO eval restricted to these images
+  std::string anno_json;     ///< with save_json: COCO annotations scored by pycocotools (python3), whose
+                             ///< AP and AP50 replace mAP50-95 and mAP50 (official); empty = skip
   std::vector<std::string> names;  ///< class names (index = class); missing names print the index
   std::string task = "val";  ///< split name used in warnings
   engine::Device device = engine::Device::cpu();  ///< where images go before the predictor
@@ -66,6 +69,7 @@ struct ValResult {
   std::string table;                       ///< the printed table (header, all row, class rows)
   std::string json_path;                   ///< written COCO JSON (empty when !save_json)
   int64_t label_files = 0;                 ///< txt files written with save_txt
+  bool coco_evaluated = false;             ///< pycocotools ran and replaced map / map50
   engine::Tensor confusion;                ///< [(nc+1), (nc+1)] F64 confusion matrix
 };
 
@@ -103,6 +107,12 @@ std::string format_val_table(const ops::ValMetrics& m, int64_t seen, const std::
 std::shared_ptr<io::AugmentedDataset> make_val_dataset(const std::vector<std::string>& entries, int img_size,
                                                        int batch_size, bool rect, double pad, int nc,
                                                        bool single_cls, int min_items, const std::string& prefix);
+
+/// Runs pycocotools (python3 subprocess) on `anno_json` and `pred_json`; img_ids restricts the
+/// evaluation (empty = all). Returns {AP@[.5:.95], AP@.5} and prints COCOeval's summary on
+/// stdout. Throws engine::Error with the reason (python3 or pycocotools missing, bad files).
+std::pair<double, double> pycocotools_eval(const std::string& anno_json, const std::string& pred_json,
+                                           const std::vector<nlohmann::json>& img_ids);
 
 /// Official scale_boxes with ratio_pad = ((gain, _), (pad_w, pad_h)): boxes [N, >=4] F32 CPU
 /// contiguous, columns 0..3 xyxy in letterboxed pixels, modified in place to original-image

@@ -98,6 +98,8 @@ int run_val(ValArgs a) {
   o.plots = !a.no_plots;
   o.names = data.names;
   o.is_coco = is_coco_val(data.val);
+  // official: anno_json = <data path or ../coco>/annotations/instances_val2017.json
+  o.anno_json = (fs::path(data.root.empty() ? "../coco" : data.root) / "annotations" / "instances_val2017.json").string();
   o.json_stem = fs::path(w).stem().string();
   o.task = split;
   o.device = select_device(a.device, "val");
