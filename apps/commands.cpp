@@ -7,10 +7,12 @@
 #include "engine/device.h"
 #include "engine/tensor.h"
 #include "apps/dataset.h"
+#include "apps/detect.h"
 #include "apps/export.h"
 #include "apps/selfcheck.h"
 #include "apps/synth.h"
 #include "apps/train.h"
+#include "apps/val.h"
 
 namespace apps {
 
@@ -46,9 +48,8 @@ int run_selected(CLI::App& app) {
 
 void register_commands(CLI::App& app) {
   register_train(app);
-  add_pending(app, "val", "validate a model (official val_dual.py flags)", "evaluation issue");
-  add_pending(app, "detect", "run detection on images or video (official detect_dual.py flags)",
-              "evaluation issue");
+  register_val(app);
+  register_detect(app);
   register_export(app);
   register_dataset(app);
   register_synth(app);

@@ -1,0 +1,71 @@
+// Inference on images and videos (official detect_dual.py / detect.py run(), WongKinYiu/yolov9
+// 5b1ea9a; shared/spec/eval.md section 6): source listing (file, folder, glob, .txt list, video),
+// stride-padded letterbox, NMS, boxes mapped back and rounded, annotation, YOLO txt labels, crops.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <opencv2/core.hpp>
+
+#include "apps/evaluator.h"
+
+namespace apps {
+
+/// One input file of a detect source.
+struct SourceFile {
+  std::string path;
+  bool video = false;
+};
+
+/// Official LoadImages source listing: `source` is a file, a folder (its files "*.*", sorted), a
+/// glob pattern (sorted matches) or a .txt file listing any of those, one per line. Files are
+/// kept when their extension is an image (bmp dng jpeg jpg mpo png tif tiff webp pfm) or video
+/// format (asf avi gif m4v mkv mov mp4 mpeg mpg ts wmv), case-insensitive.
+/// Throws engine::IoError naming the path when an entry does not exist or nothing usable is found.
+std::vector<SourceFile> list_sources(const std::string& source);
+
+/// Options of run_detect (official detect_dual.py run() arguments).
+struct DetectOptions {
+  int imgsz = 640;            ///< letterbox target (square), multiple of 32
+  double conf_thres = 0.25;
+  double iou_thres = 0.45;
+  int64_t max_det = 1000;
+  std::vector<int64_t> classes;  ///< class filter (empty = all)
+  bool agnostic_nms = false;
+  bool save_txt = false, save_conf = false, save_crop = false, nosave = false;
+  int line_thickness = 3;
+  bool hide_labels = false, hide_conf = false;
+  int vid_stride = 1;
+  std::string save_dir;       ///< run folder (created); labels/ and crops/ below it
+  std::vector<std::string> names;  ///< class names (index = class); missing names print the index
+  bool print = true;          ///< per-image lines and the speed line on stdout
+  engine::Device device = engine::Device::cpu();
+};
+
+/// What run_detect did.
+struct DetectSummary {
+  int64_t images = 0;         ///< images and video frames processed
+  int64_t detections = 0;     ///< boxes over all of them
+  int64_t failed = 0;         ///< unreadable files or frames (each reported on stderr with its path)
+  std::vector<std::string> errors;   ///< one message per failure, naming the path
+  std::vector<std::string> outputs;  ///< annotated images / videos written
+  double pre_ms = 0, inf_ms = 0, nms_ms = 0;  ///< per image
+};
+
+/// Draws one box the official Annotator.box_label way (cv2 branch): rectangle of `color` (BGR)
+/// with line width lw, and when `label` is non-empty a filled label box above the box (below
+/// when it does not fit) with white text, font scale lw / 3, thickness max(lw - 1, 1).
+void box_label(cv::Mat& im, float x1, float y1, float x2, float y2, const std::string& label, const cv::Scalar& color,
+               int lw);
+
+/// Official colors(i, bgr=True): the 20-entry palette (FF3838, FF9D97, ...) cycled by class index.
+cv::Scalar class_color_bgr(int64_t c);
+
+/// The official detect loop over list_sources(source). An unreadable image or video, or a frame
+/// that fails to decode, is reported (stderr and DetectSummary::errors, naming the path) and
+/// skipped; the rest is still processed. Throws engine::IoError from list_sources or when an
+/// output cannot be written; engine::Error from the predictor or NMS.
+DetectSummary run_detect(const Predictor& predictor, const std::string& source, const DetectOptions& opts);
+
+}  // namespace apps
