@@ -23,3 +23,8 @@ if [ ${#missing[@]} -gt 0 ]; then
 else
   echo "install_deps: all packages present"
 fi
+
+# Reference tools for tests (optional: the tests that use them skip when absent).
+if command -v python3 >/dev/null 2>&1 && ! python3 -c "import pycocotools" >/dev/null 2>&1; then
+  python3 -m pip install -q pycocotools >/dev/null 2>&1 || echo "install_deps: pycocotools not installed (its cross-check test will skip)"
+fi
