@@ -131,7 +131,7 @@ int run_dataset(const DatasetArgs& a) {
     if (!a.json) std::fprintf(stderr, "yolov9 dataset: %s\n", e.message().c_str());
   }
   j["trainable"] = !refuse;
-  if (a.json) std::cout << j.dump() << std::endl;
+  if (a.json) std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
   return refuse ? 1 : 0;
 }
 

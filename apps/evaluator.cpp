@@ -477,7 +477,7 @@ ValResult run_validation(const Predictor& predictor, std::shared_ptr<const io::A
     {
       std::ofstream o(res.json_path);
       Y9_CHECK_T(engine::IoError, o.good(), "cannot write ", res.json_path);
-      o << jdict.dump();
+      o << jdict.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
       Y9_CHECK_T(engine::IoError, o.good(), "cannot write ", res.json_path);
     }
     if (!opts.anno_json.empty()) {

@@ -21,7 +21,12 @@ std::string shape_str(const Shape& s) {
 
 int64_t shape_numel(const Shape& s) {
   int64_t n = 1;
-  for (int64_t v : s) n *= v;
+  for (int64_t v : s) {
+    int64_t r;
+    Y9_CHECK_SHAPE(v >= 0, "negative size in shape ", shape_str(s));
+    Y9_CHECK_SHAPE(!__builtin_mul_overflow(n, v, &r), "shape ", shape_str(s), " has more than 2^63 elements");
+    n = r;
+  }
   return n;
 }
 
@@ -102,7 +107,10 @@ Tensor Tensor::make_view(std::shared_ptr<Storage> storage, int64_t offset, Shape
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   for (int64_t s : shape) Y9_CHECK_SHAPE(s >= 0, "Tensor::empty: negative size in shape ", shape_str(shape));
-  size_t nbytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+  const int64_t n = shape_numel(shape);  // throws on overflow
+  size_t nbytes = 0;
+  Y9_CHECK_SHAPE(!__builtin_mul_overflow(static_cast<size_t>(n), dtype_size(dtype), &nbytes), "Tensor::empty: shape ",
+                 shape_str(shape), " of ", dtype_name(dtype), " needs more bytes than fit in size_t");
   auto storage = std::make_shared<Storage>(nbytes, device);
   return make_view(std::move(storage), 0, shape, contiguous_strides(shape), dtype);
 }

@@ -73,7 +73,24 @@ std::string image_to_label_path(const std::string& image_path) {
   return p + ".txt";
 }
 
+namespace {
+DataConfig load_data_yaml_impl(const std::string& yaml_path);
+}  // namespace
+
 DataConfig load_data_yaml(const std::string& yaml_path) {
+  try {
+    return load_data_yaml_impl(yaml_path);
+  } catch (const YAML::Exception& e) {
+    // A value of the wrong type (nc: 2.5, names: [a, [b]], train: {x: 1}): name the file and the
+    // position yaml-cpp reports.
+    Y9_THROW(engine::ConfigError, yaml_path, ": line ", e.mark.line + 1, ", column ", e.mark.column + 1,
+             ": value of the wrong type (", e.msg, "); expected: path/train/val/test strings or lists of strings, ",
+             "nc an integer, names a list of strings or an {id: name} map");
+  }
+}
+
+namespace {
+DataConfig load_data_yaml_impl(const std::string& yaml_path) {
   Y9_CHECK_T(engine::IoError, fs::is_regular_file(yaml_path), "data.yaml not found: ", yaml_path);
   YAML::Node y;
   try {
@@ -132,6 +149,7 @@ DataConfig load_data_yaml(const std::string& yaml_path) {
   }
   return cfg;
 }
+}  // namespace
 
 std::vector<std::string> resolve_image_files(const std::vector<std::string>& entries) {
   std::vector<std::string> files;

@@ -277,7 +277,7 @@ void write_cache(const std::string& path, const std::string& hash, const std::ve
       note += (note.empty() ? "" : "; ") + std::string("cache directory not writeable, cache kept in memory: ") + path;
       return;
     }
-    f << j.dump();
+    f << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     if (!f) {
       note += "; cache write failed: " + path;
       std::error_code ec;

@@ -205,6 +205,20 @@ SynthSummary write_synth_dataset(const SynthOptions& opt) {
              opt.n_train, " train, ", opt.n_val, " val");
   Y9_CHECK_T(engine::ConfigError, !opt.out_dir.empty(), "synth: --out is required");
   const fs::path root(opt.out_dir);
+  // Only a folder that synth made itself (marker file) may be rewritten: its stale-file clean-up
+  // must never delete a user's images or labels.
+  const fs::path marker = root / ".yolov9-synth";
+  {
+    std::error_code ec;
+    const bool non_empty = fs::is_directory(root, ec) && fs::directory_iterator(root, ec) != fs::directory_iterator();
+    Y9_CHECK_T(engine::IoError, !(fs::exists(root, ec) && !fs::is_directory(root, ec)), "synth: --out ", root.string(),
+               " exists and is not a folder");
+    Y9_CHECK_T(engine::IoError, !non_empty || fs::exists(marker, ec), "synth: refusing to write into ", root.string(),
+               ": the folder is not empty and was not made by `yolov9 synth` (no ", marker.filename().string(),
+               " file); choose a new or empty --out folder");
+    fs::create_directories(root, ec);
+    std::ofstream(marker) << "written by yolov9 synth; this folder may be rewritten by it\n";
+  }
   SynthSummary sum;
   const char* splits[2] = {"train", "val"};
   const int64_t counts[2] = {opt.n_train, opt.n_val};

@@ -85,3 +85,9 @@ TEST(Tensor, EmptyTensorsAreContiguous) {
   EXPECT_EQ(e.numel(), 0);
   EXPECT_EQ(e.to_vector<float>().size(), 0u);
 }
+
+TEST(Tensor, OverflowingShapesAreRejected) {
+  EXPECT_THROW(Tensor::zeros({1LL << 40, 1LL << 40}), engine::ShapeError);
+  EXPECT_THROW(Tensor::zeros({1LL << 32, 1LL << 31, 3}), engine::ShapeError);
+  EXPECT_THROW(Tensor::empty({1LL << 62}, DType::F64), engine::ShapeError);  // bytes overflow size_t
+}

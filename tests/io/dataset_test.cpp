@@ -369,6 +369,17 @@ TEST(DataYaml, NamesListMapAndNc) {
   tiny::write_text(d.path / "noval.yaml", "train: images\nnames: [a]\n");
   EXPECT_THROW(io::load_data_yaml((d.path / "noval.yaml").string()), engine::ConfigError);
   EXPECT_THROW(io::load_data_yaml((d.path / "absent.yaml").string()), engine::IoError);
+  // Values of the wrong type: a ConfigError naming the file and the line.
+  for (const char* body : {"train: images\nval: images\nnc: 2.5\nnames: [a, b]\n",
+                           "train: images\nval: images\nnames: [a, [b]]\n"}) {
+    tiny::write_text(d.path / "types.yaml", body);
+    try {
+      io::load_data_yaml((d.path / "types.yaml").string());
+      ADD_FAILURE() << "expected ConfigError for " << body;
+    } catch (const engine::ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("types.yaml: line"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(DataYaml, RelativeAbsoluteListsAndTxt) {

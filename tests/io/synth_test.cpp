@@ -205,3 +205,27 @@ TEST(Synth, BadOptions) {
 }
 
 }  // namespace
+
+TEST(Synth, RefusesAFolderItDidNotMake) {
+  fs::path dir = fs::temp_directory_path() / ("y9_synth_user_" + std::to_string(::getpid()));
+  fs::create_directories(dir / "images" / "train");
+  { std::ofstream(dir / "images" / "train" / "mine.jpg") << "user data"; }
+  io::SynthOptions o;
+  o.out_dir = dir.string();
+  o.n_train = 2;
+  o.n_val = 1;
+  o.img_size = 64;
+  try {
+    io::write_synth_dataset(o);
+    FAIL() << "expected IoError";
+  } catch (const engine::IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("refusing"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(fs::exists(dir / "images" / "train" / "mine.jpg"));  // nothing deleted
+  // A folder synth made itself may be rewritten.
+  fs::path own = dir / "own";
+  o.out_dir = own.string();
+  io::write_synth_dataset(o);
+  EXPECT_NO_THROW(io::write_synth_dataset(o));
+  fs::remove_all(dir);
+}
