@@ -365,22 +365,117 @@ Tile AugmentedDataset::load_tile(int64_t index) const {
   return t;
 }
 
+namespace {
+// Quadrant placement of official load_mosaic: canvas rect `a` and tile rect `b` of tile k.
+void mosaic_rects(int k, int h, int w, int xc, int yc, int S, cv::Rect& a, cv::Rect& b) {
+  int ax1, ay1, ax2, ay2, bx1, by1, bx2, by2;
+  if (k == 0) {
+    ax1 = std::max(xc - w, 0); ay1 = std::max(yc - h, 0); ax2 = xc; ay2 = yc;
+    bx1 = w - (ax2 - ax1); by1 = h - (ay2 - ay1); bx2 = w; by2 = h;
+  } else if (k == 1) {
+    ax1 = xc; ay1 = std::max(yc - h, 0); ax2 = std::min(xc + w, S); ay2 = yc;
+    bx1 = 0; by1 = h - (ay2 - ay1); bx2 = std::min(w, ax2 - ax1); by2 = h;
+  } else if (k == 2) {
+    ax1 = std::max(xc - w, 0); ay1 = yc; ax2 = xc; ay2 = std::min(S, yc + h);
+    bx1 = w - (ax2 - ax1); by1 = 0; bx2 = w; by2 = std::min(ay2 - ay1, h);
+  } else {
+    ax1 = xc; ay1 = yc; ax2 = std::min(xc + w, S); ay2 = std::min(S, yc + h);
+    bx1 = 0; by1 = 0; bx2 = std::min(w, ax2 - ax1); by2 = std::min(ay2 - ay1, h);
+  }
+  a = cv::Rect(ax1, ay1, ax2 - ax1, ay2 - ay1);
+  b = cv::Rect(bx1, by1, bx2 - bx1, by2 - by1);
+}
+
+// Canvas pixels that warpAffine(M, out_w x out_h, bilinear) can read: the inverse image of the
+// output pixel grid (an affine map, so its corners bound it) widened by 3 pixels for the 2x2
+// footprint and OpenCV's 1/32-pixel fixed-point rounding, clipped to the canvas.
+cv::Rect warp_source_roi(const cv::Matx33d& M, int in_w, int in_h, int out_w, int out_h) {
+  cv::Matx23d A(M(0, 0), M(0, 1), M(0, 2), M(1, 0), M(1, 1), M(1, 2)), Ai;
+  cv::invertAffineTransform(A, Ai);
+  double x0 = 1e300, y0 = 1e300, x1 = -1e300, y1 = -1e300;
+  for (double y : {0.0, out_h - 1.0})
+    for (double x : {0.0, out_w - 1.0}) {
+      const double X = Ai(0, 0) * x + Ai(0, 1) * y + Ai(0, 2), Y = Ai(1, 0) * x + Ai(1, 1) * y + Ai(1, 2);
+      x0 = std::min(x0, X); x1 = std::max(x1, X);
+      y0 = std::min(y0, Y); y1 = std::max(y1, Y);
+    }
+  const double lim = 1e6;  // guards the int casts for degenerate (tiny-scale) matrices
+  const int rx0 = static_cast<int>(std::floor(std::clamp(x0, -lim, lim))) - 3;
+  const int ry0 = static_cast<int>(std::floor(std::clamp(y0, -lim, lim))) - 3;
+  const int rx1 = static_cast<int>(std::ceil(std::clamp(x1, -lim, lim))) + 4;
+  const int ry1 = static_cast<int>(std::ceil(std::clamp(y1, -lim, lim))) + 4;
+  return cv::Rect(rx0, ry0, rx1 - rx0, ry1 - ry0) & cv::Rect(0, 0, in_w, in_h);
+}
+}  // namespace
+
 void AugmentedDataset::load_mosaic(int64_t index, Rng& rng, cv::Mat& img, PixelBoxes& boxes) const {
-  const int s = opts_.img_size;
+  const int s = opts_.img_size, S = 2 * s;
   const int yc = static_cast<int>(rng.uniform(s / 2.0, 1.5 * s));
   const int xc = static_cast<int>(rng.uniform(s / 2.0, 1.5 * s));
   std::array<int64_t, 4> idx = {index, 0, 0, 0};
   for (int k = 1; k < 4; ++k) idx[k] = static_cast<int64_t>(rng.random() * size());  // random.choices
   for (int i = 3; i > 0; --i) std::swap(idx[i], idx[rng.randint(0, i)]);           // random.shuffle
-  std::array<Tile, 4> tiles;
-  for (int k = 0; k < 4; ++k) tiles[k] = load_tile(idx[k]);
-  cv::Mat canvas;
-  build_mosaic(tiles, xc, yc, s, canvas, boxes);
+  // The perspective draws follow the placement draws and do not depend on pixels, so they are
+  // drawn first here: the warp then says which canvas pixels are ever read.
   // TODO(data issue): copy_paste needs polygon labels; not implemented (no-op for box datasets).
   const PerspectiveParams p = draw_perspective(rng, opts_.hyp);
-  const cv::Matx33d M = perspective_matrix(p, canvas.cols, canvas.rows, s, s);
-  apply_perspective(canvas, boxes, M, p.scale, opts_.hyp.perspective != 0, s, s);
-  img = canvas;
+  const bool use_persp = opts_.hyp.perspective != 0;
+  const cv::Matx33d M = perspective_matrix(p, S, S, s, s);
+
+  // Tile sizes from the scanned records (official load_image rule), when known.
+  std::array<cv::Size, 4> sizes;
+  bool sizes_known = !use_persp;
+  for (int k = 0; k < 4 && sizes_known; ++k) {
+    const ImageRecord& r = records_[idx[k]];
+    if (r.width <= 0 || r.height <= 0) {
+      sizes_known = false;
+      break;
+    }
+    const double ratio = static_cast<double>(s) / std::max(r.width, r.height);
+    sizes[k] = ratio != 1.0 ? cv::Size(static_cast<int>(r.width * ratio), static_cast<int>(r.height * ratio))
+                            : cv::Size(r.width, r.height);
+  }
+  if (!sizes_known) {  // reference path: every tile decoded, full canvas
+    std::array<Tile, 4> tiles;
+    for (int k = 0; k < 4; ++k) tiles[k] = load_tile(idx[k]);
+    cv::Mat canvas;
+    build_mosaic(tiles, xc, yc, s, canvas, boxes);
+    apply_perspective(canvas, boxes, M, p.scale, use_persp, s, s);
+    img = canvas;
+    return;
+  }
+
+  // Fast path, bitwise equal to the reference path: only the canvas region the affine warp can
+  // sample (`roi`) is filled (114 + tile pixels); a tile outside it is not decoded at all. The
+  // rest of the reused canvas buffer is never read by warpAffine.
+  thread_local cv::Mat canvas;
+  canvas.create(S, S, CV_8UC3);
+  const cv::Rect roi = warp_source_roi(M, S, S, s, s);
+  if (!roi.empty()) canvas(roi).setTo(cv::Scalar(114, 114, 114));
+  boxes.clear();
+  for (int k = 0; k < 4; ++k) {
+    const int h = sizes[k].height, w = sizes[k].width;
+    cv::Rect a, b;
+    mosaic_rects(k, h, w, xc, yc, S, a, b);
+    const cv::Rect av = a & roi;
+    if (a.width > 0 && a.height > 0 && !av.empty()) {
+      const ImageRecord& r = records_[idx[k]];
+      const cv::Mat im = load_image(r.image_path, s, opts_.augment).img;
+      Y9_CHECK_T(engine::IoError, im.rows == h && im.cols == w, "image ", r.image_path, " decodes to ", im.cols, "x",
+                 im.rows, " but was scanned as ", r.width, "x", r.height, " (file changed since the scan?)");
+      const cv::Rect bv(b.x + (av.x - a.x), b.y + (av.y - a.y), av.width, av.height);
+      im(bv).copyTo(canvas(av));
+    }
+    const float padw = static_cast<float>(a.x - b.x), padh = static_cast<float>(a.y - b.y);
+    for (const auto& l : records_[idx[k]].labels) {
+      auto clip = [&](float v) { return std::clamp(v, 0.0f, static_cast<float>(S)); };
+      boxes.push_back({l[0], clip(w * (l[1] - l[3] / 2) + padw), clip(h * (l[2] - l[4] / 2) + padh),
+                       clip(w * (l[1] + l[3] / 2) + padw), clip(h * (l[2] + l[4] / 2) + padh)});
+    }
+  }
+  cv::Mat warped = canvas;  // header only; apply_perspective allocates the s x s output
+  apply_perspective(warped, boxes, M, p.scale, use_persp, s, s);
+  img = warped;
 }
 
 Sample AugmentedDataset::get(int64_t index, int epoch) const {
