@@ -3,10 +3,17 @@
 
 #include <opencv2/imgcodecs.hpp>
 
+#include <csetjmp>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <vector>
 
 #include "engine/error.h"
+
+extern "C" {
+#include <jpeglib.h>
+}
 
 namespace io {
 
@@ -66,6 +73,56 @@ ImageProbe probe_image(const std::string& path) {
   }
   p.ok = true;
   return p;
+}
+
+namespace {
+struct JpegErr {
+  jpeg_error_mgr mgr;
+  std::jmp_buf jump;
+};
+void jpeg_err_exit(j_common_ptr c) { std::longjmp(reinterpret_cast<JpegErr*>(c->err)->jump, 1); }
+void jpeg_err_silent(j_common_ptr, int) {}
+}  // namespace
+
+bool read_jpeg_rows_bgr(const std::string& path, int expect_w, int expect_h, int y0, int y1, cv::Mat& out) {
+#ifndef JCS_EXTENSIONS
+  return false;
+#else
+  thread_local std::vector<unsigned char> buf;
+  Y9_CHECK_T(engine::IoError, read_bytes(path, buf), "cannot read image file: ", path);
+  if (buf.size() < 4 || buf[0] != 0xFF || buf[1] != 0xD8) return false;
+  if (y0 < 0 || y1 > expect_h || y0 >= y1) return false;
+  jpeg_decompress_struct cinfo;
+  JpegErr err;
+  cinfo.err = jpeg_std_error(&err.mgr);
+  err.mgr.error_exit = jpeg_err_exit;
+  err.mgr.emit_message = jpeg_err_silent;
+  volatile bool ok = false;
+  jpeg_create_decompress(&cinfo);
+  if (setjmp(err.jump) == 0) {
+    jpeg_mem_src(&cinfo, buf.data(), static_cast<unsigned long>(buf.size()));
+    jpeg_save_markers(&cinfo, JPEG_APP0 + 1, 0xFFFF);
+    jpeg_read_header(&cinfo, TRUE);
+    bool exif = false;
+    for (jpeg_saved_marker_ptr m = cinfo.marker_list; m; m = m->next)
+      if (m->marker == JPEG_APP0 + 1 && m->data_length >= 4 && std::memcmp(m->data, "Exif", 4) == 0) exif = true;
+    if (!exif && cinfo.num_components == 3 && cinfo.jpeg_color_space == JCS_YCbCr &&
+        static_cast<int>(cinfo.image_width) == expect_w && static_cast<int>(cinfo.image_height) == expect_h) {
+      cinfo.out_color_space = JCS_EXT_BGR;  // as OpenCV 4.6 grfmt_jpeg.cpp with libjpeg-turbo
+      cinfo.out_color_components = 3;
+      jpeg_start_decompress(&cinfo);
+      out.create(expect_h, expect_w, CV_8UC3);
+      if (y0 > 0) jpeg_skip_scanlines(&cinfo, static_cast<JDIMENSION>(y0));
+      while (static_cast<int>(cinfo.output_scanline) < y1) {
+        JSAMPROW row = out.ptr<uint8_t>(static_cast<int>(cinfo.output_scanline));
+        jpeg_read_scanlines(&cinfo, &row, 1);
+      }
+      ok = true;
+    }
+  }
+  jpeg_destroy_decompress(&cinfo);
+  return ok;
+#endif
 }
 
 }  // namespace io
