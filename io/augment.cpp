@@ -461,10 +461,10 @@ void AugmentedDataset::load_mosaic(int64_t index, Rng& rng, cv::Mat& img, PixelB
     if (a.width > 0 && a.height > 0 && !av.empty()) {
       const ImageRecord& r = records_[idx[k]];
       const cv::Rect bv(b.x + (av.x - a.x), b.y + (av.y - a.y), av.width, av.height);
-      // Unresized tiles (the usual case for 640 images): decode only the rows the canvas uses.
+      // Unresized tiles (the usual case for 640 images): decode only the part the canvas uses.
       thread_local cv::Mat rows;
       const bool unresized = w == r.width && h == r.height;
-      if (!(unresized && read_jpeg_rows_bgr(r.image_path, w, h, bv.y, bv.y + bv.height, rows))) {
+      if (!(unresized && read_jpeg_rows_bgr(r.image_path, w, h, bv.y, bv.y + bv.height, bv.x, bv.x + bv.width, rows))) {
         rows = load_image(r.image_path, s, opts_.augment).img;
         Y9_CHECK_T(engine::IoError, rows.rows == h && rows.cols == w, "image ", r.image_path, " decodes to ",
                    rows.cols, "x", rows.rows, " but was scanned as ", r.width, "x", r.height,

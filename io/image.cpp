@@ -3,6 +3,7 @@
 
 #include <opencv2/imgcodecs.hpp>
 
+#include <algorithm>
 #include <csetjmp>
 #include <cstdio>
 #include <cstring>
@@ -84,14 +85,15 @@ void jpeg_err_exit(j_common_ptr c) { std::longjmp(reinterpret_cast<JpegErr*>(c->
 void jpeg_err_silent(j_common_ptr, int) {}
 }  // namespace
 
-bool read_jpeg_rows_bgr(const std::string& path, int expect_w, int expect_h, int y0, int y1, cv::Mat& out) {
+bool read_jpeg_rows_bgr(const std::string& path, int expect_w, int expect_h, int y0, int y1, int x0, int x1,
+                        cv::Mat& out) {
 #ifndef JCS_EXTENSIONS
   return false;
 #else
   thread_local std::vector<unsigned char> buf;
   Y9_CHECK_T(engine::IoError, read_bytes(path, buf), "cannot read image file: ", path);
   if (buf.size() < 4 || buf[0] != 0xFF || buf[1] != 0xD8) return false;
-  if (y0 < 0 || y1 > expect_h || y0 >= y1) return false;
+  if (y0 < 0 || y1 > expect_h || y0 >= y1 || x0 < 0 || x1 > expect_w || x0 >= x1) return false;
   jpeg_decompress_struct cinfo;
   JpegErr err;
   cinfo.err = jpeg_std_error(&err.mgr);
@@ -112,9 +114,14 @@ bool read_jpeg_rows_bgr(const std::string& path, int expect_w, int expect_h, int
       cinfo.out_color_components = 3;
       jpeg_start_decompress(&cinfo);
       out.create(expect_h, expect_w, CV_8UC3);
+      // Columns: decode [x0 - 32, x1 + 32) (libjpeg widens it to iMCU edges); the 32-pixel
+      // margin keeps the fancy-upsampling edge columns of the cropped band out of [x0, x1).
+      JDIMENSION cx = static_cast<JDIMENSION>(std::max(0, x0 - 32));
+      JDIMENSION cw = static_cast<JDIMENSION>(std::min(expect_w, x1 + 32)) - cx;
+      if (cw < static_cast<JDIMENSION>(expect_w)) jpeg_crop_scanline(&cinfo, &cx, &cw);
       if (y0 > 0) jpeg_skip_scanlines(&cinfo, static_cast<JDIMENSION>(y0));
       while (static_cast<int>(cinfo.output_scanline) < y1) {
-        JSAMPROW row = out.ptr<uint8_t>(static_cast<int>(cinfo.output_scanline));
+        JSAMPROW row = out.ptr<uint8_t>(static_cast<int>(cinfo.output_scanline)) + 3 * cx;
         jpeg_read_scanlines(&cinfo, &row, 1);
       }
       ok = true;

@@ -28,13 +28,15 @@ cv::Mat read_image_bgr(const std::string& path);
 /// place; we never write to a dataset). Never throws for bad files (see `reason`).
 ImageProbe probe_image(const std::string& path);
 
-/// Decodes only rows [y0, y1) of a JPEG into `out` (H x W x 3 uint8 BGR; other rows are left
-/// unspecified), with the same libjpeg(-turbo) settings cv::imdecode uses, so the rows are
+/// Decodes only rows [y0, y1) x columns [x0, x1) of a JPEG into `out` (H x W x 3 uint8 BGR;
+/// other pixels are left unspecified), with the same libjpeg(-turbo) settings cv::imdecode uses, so the rows are
 /// bitwise those of read_image_bgr. Rows before y0 are skipped (jpeg_skip_scanlines: entropy
-/// decoding only) and decoding stops after y1. Returns false, without throwing, whenever this
+/// decoding only), decoding stops after y1, and columns outside [x0 - 32, x1 + 32) are cropped
+/// (jpeg_crop_scanline). Returns false, without throwing, whenever this
 /// path cannot guarantee that equality (not a 3-component YCbCr JPEG, an Exif block that may
 /// carry an orientation, a size other than `expect_w` x `expect_h`, a libjpeg error): the caller
 /// then uses read_image_bgr. Throws engine::IoError only when the file cannot be read.
-bool read_jpeg_rows_bgr(const std::string& path, int expect_w, int expect_h, int y0, int y1, cv::Mat& out);
+bool read_jpeg_rows_bgr(const std::string& path, int expect_w, int expect_h, int y0, int y1, int x0, int x1,
+                        cv::Mat& out);
 
 }  // namespace io
