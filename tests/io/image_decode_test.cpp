@@ -1,0 +1,55 @@
+// Region-limited JPEG decode (io/image.h read_jpeg_rows_bgr) must give exactly the pixels of
+// the full OpenCV decode inside the requested rectangle, and refuse what it cannot guarantee.
+#include <gtest/gtest.h>
+
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include <filesystem>
+#include <random>
+
+#include "io/image.h"
+
+namespace {
+
+std::string write_jpeg(const std::string& name, int w, int h, int quality, bool gray) {
+  cv::Mat im(h, w, CV_8UC3);
+  cv::RNG rng(1234);
+  rng.fill(im, cv::RNG::UNIFORM, 0, 256);
+  cv::GaussianBlur(im, im, cv::Size(7, 7), 2.0);  // texture that is not pure noise
+  cv::circle(im, {w / 3, h / 2}, h / 4, cv::Scalar(20, 200, 90), -1);
+  if (gray) cv::cvtColor(im, im, cv::COLOR_BGR2GRAY);
+  const std::string path = (std::filesystem::temp_directory_path() / name).string();
+  cv::imwrite(path, im, {cv::IMWRITE_JPEG_QUALITY, quality});
+  return path;
+}
+
+}  // namespace
+
+TEST(JpegRegionDecode, EqualsFullDecodeInsideRegion) {
+  std::mt19937 gen(7);
+  for (auto [w, h] : {std::pair{640, 480}, std::pair{333, 517}, std::pair{97, 41}}) {
+    const std::string path = write_jpeg("y9_region_" + std::to_string(w) + ".jpg", w, h, 90, false);
+    const cv::Mat full = io::read_image_bgr(path);
+    for (int trial = 0; trial < 40; ++trial) {
+      int y0 = std::uniform_int_distribution<int>(0, h - 1)(gen), y1 = std::uniform_int_distribution<int>(y0 + 1, h)(gen);
+      int x0 = std::uniform_int_distribution<int>(0, w - 1)(gen), x1 = std::uniform_int_distribution<int>(x0 + 1, w)(gen);
+      cv::Mat part;
+      ASSERT_TRUE(io::read_jpeg_rows_bgr(path, w, h, y0, y1, x0, x1, part));
+      const cv::Rect r(x0, y0, x1 - x0, y1 - y0);
+      ASSERT_EQ(cv::norm(part(r), full(r), cv::NORM_INF), 0.0) << w << "x" << h << " region " << r;
+    }
+    std::filesystem::remove(path);
+  }
+}
+
+TEST(JpegRegionDecode, RefusesWhatItCannotMatch) {
+  const std::string path = write_jpeg("y9_region_gray.jpg", 64, 48, 90, true);
+  cv::Mat part;
+  EXPECT_FALSE(io::read_jpeg_rows_bgr(path, 64, 48, 0, 48, 0, 64, part));  // 1-component JPEG
+  const std::string color = write_jpeg("y9_region_c.jpg", 64, 48, 90, false);
+  EXPECT_FALSE(io::read_jpeg_rows_bgr(color, 65, 48, 0, 48, 0, 64, part));  // size mismatch
+  EXPECT_FALSE(io::read_jpeg_rows_bgr(color, 64, 48, 10, 10, 0, 64, part));  // empty region
+  std::filesystem::remove(path);
+  std::filesystem::remove(color);
+}
