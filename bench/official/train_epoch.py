@@ -33,7 +33,7 @@ with open(os.path.join(a.coco128, "coco128.yaml")) as f:
 data.update({"path": tmp, "train": "images/train2017", "val": "images/train2017"})
 with open(os.path.join(tmp, "data.yaml"), "w") as f:
     yaml.safe_dump(data, f)
-cmd = [sys.executable, os.path.join(root, "train_dual.py"), "--cfg", os.path.join(root, "models", "detect", a.cfg),
+cmd = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "run_official.py"), "train_dual.py", "--cfg", os.path.join(root, "models", "detect", a.cfg),
        "--data", os.path.join(tmp, "data.yaml"), "--img", str(a.img), "--batch-size", str(a.batch), "--epochs",
        str(a.epochs), "--weights", "", "--device", "cpu", "--workers", str(a.workers), "--project",
        os.path.join(tmp, "runs"), "--name", "exp", "--noplots"]
