@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "engine/error.h"
-#include "engine/half.h"
+#include "kernels/common/convert.h"
 #include "kernels/cpu/nd_iter.h"
 
 namespace kernels::cpu {
@@ -13,32 +13,8 @@ using engine::DType;
 
 namespace {
 
-// Load/store one element as double (exact for every dtype we hold except i64 > 2^53).
-inline double load(const void* p, DType t, int64_t i) {
-  switch (t) {
-    case DType::F32: return static_cast<const float*>(p)[i];
-    case DType::F64: return static_cast<const double*>(p)[i];
-    case DType::F16: return engine::f16_to_f32(static_cast<const uint16_t*>(p)[i]);
-    case DType::BF16: return engine::bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
-    case DType::I32: return static_cast<const int32_t*>(p)[i];
-    case DType::I64: return static_cast<double>(static_cast<const int64_t*>(p)[i]);
-    case DType::U8: return static_cast<const uint8_t*>(p)[i];
-    case DType::Bool: return static_cast<const uint8_t*>(p)[i] ? 1.0 : 0.0;
-  }
-  return 0;
-}
-inline void store(void* p, DType t, int64_t i, double v) {
-  switch (t) {
-    case DType::F32: static_cast<float*>(p)[i] = static_cast<float>(v); break;
-    case DType::F64: static_cast<double*>(p)[i] = v; break;
-    case DType::F16: static_cast<uint16_t*>(p)[i] = engine::f32_to_f16(static_cast<float>(v)); break;
-    case DType::BF16: static_cast<uint16_t*>(p)[i] = engine::f32_to_bf16(static_cast<float>(v)); break;
-    case DType::I32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v); break;
-    case DType::I64: static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v); break;
-    case DType::U8: static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(v); break;
-    case DType::Bool: static_cast<uint8_t*>(p)[i] = v != 0.0; break;
-  }
-}
+using kernels::load_any;
+using kernels::store_any;
 
 template <typename T>
 void copy_same_typed(T* dst, const T* src, const StridedLayout& dl, const StridedLayout& sl) {
@@ -78,7 +54,7 @@ void copy_strided_cpu(void* dst, DType dt, const StridedLayout& dl, const void* 
   nd_for_each_row<2>(dl.ndim, dl.sizes, strides, [&](const int64_t* off, int64_t n, const int64_t* in) {
     for (int64_t i = 0; i < n; ++i) {
       // i64 -> i64 is handled above; other integer conversions fit in a double.
-      store(dst, dt, off[0] + i * in[0], load(src, st, off[1] + i * in[1]));
+      store_any(dst, dt, off[0] + i * in[0], load_any(src, st, off[1] + i * in[1]));
     }
   });
 }
@@ -86,7 +62,7 @@ void copy_strided_cpu(void* dst, DType dt, const StridedLayout& dl, const void* 
 void fill_strided_cpu(void* dst, DType dt, const StridedLayout& l, double value) {
   // Build the element once, then copy its bytes with a zero-stride source.
   alignas(8) unsigned char elem[8] = {};
-  store(elem, dt, 0, value);
+  store_any(elem, dt, 0, value);
   StridedLayout src = l;
   for (int d = 0; d < src.ndim; ++d) src.strides[d] = 0;
   copy_strided_cpu(dst, dt, l, elem, dt, src);

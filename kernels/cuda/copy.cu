@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "engine/error.h"
+#include "kernels/common/convert.h"
 #include "kernels/cuda/common.cuh"
 
 namespace kernels::cuda {
@@ -16,33 +17,7 @@ using engine::DType;
 
 namespace {
 
-// --- conversion through double, exactly like the CPU twin's load/store ------------------------
-
-__device__ __forceinline__ double load_any(const void* p, DType t, int64_t i) {
-  switch (t) {
-    case DType::F32: return static_cast<const float*>(p)[i];
-    case DType::F64: return static_cast<const double*>(p)[i];
-    case DType::F16: return engine::f16_to_f32(static_cast<const uint16_t*>(p)[i]);
-    case DType::BF16: return engine::bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
-    case DType::I32: return static_cast<const int32_t*>(p)[i];
-    case DType::I64: return static_cast<double>(static_cast<const int64_t*>(p)[i]);
-    case DType::U8: return static_cast<const uint8_t*>(p)[i];
-    case DType::Bool: return static_cast<const uint8_t*>(p)[i] ? 1.0 : 0.0;
-  }
-  return 0;
-}
-__device__ __forceinline__ void store_any(void* p, DType t, int64_t i, double v) {
-  switch (t) {
-    case DType::F32: static_cast<float*>(p)[i] = static_cast<float>(v); break;
-    case DType::F64: static_cast<double*>(p)[i] = v; break;
-    case DType::F16: static_cast<uint16_t*>(p)[i] = engine::f32_to_f16(static_cast<float>(v)); break;
-    case DType::BF16: static_cast<uint16_t*>(p)[i] = engine::f32_to_bf16(static_cast<float>(v)); break;
-    case DType::I32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v); break;
-    case DType::I64: static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v); break;
-    case DType::U8: static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(v); break;
-    case DType::Bool: static_cast<uint8_t*>(p)[i] = v != 0.0; break;
-  }
-}
+// Element conversion: kernels/common/convert.h (shared with the CPU twin).
 
 template <typename T, bool Dense>
 __global__ void copy_same_kernel(T* __restrict__ dst, StridedLayout dl, const T* __restrict__ src, StridedLayout sl,
