@@ -1,6 +1,7 @@
 // run_validation: the official val_dual.py loop (WongKinYiu/yolov9 5b1ea9a) over a rect-batched
 // validation dataset, with the official console table, txt/JSON outputs and plots
 // (shared/spec/eval.md sections 3-5, 7).
+#include "apps/strfmt.h"
 #include "apps/evaluator.h"
 
 #include <algorithm>
@@ -34,15 +35,6 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
-std::string fmt(const char* f, ...) {
-  char buf[1024];
-  va_list ap;
-  va_start(ap, f);
-  std::vsnprintf(buf, sizeof buf, f, ap);
-  va_end(ap);
-  return buf;
-}
 
 std::string class_name(const std::vector<std::string>& names, int64_t c) {
   return c >= 0 && c < static_cast<int64_t>(names.size()) ? names[static_cast<size_t>(c)] : std::to_string(c);

@@ -2,6 +2,7 @@
 // WongKinYiu/yolov9 5b1ea9a; shared/spec/train.md). Set-up order, optimizer groups, warm-up,
 // accumulation, clipping, EMA, validation on the EMA, fitness, early stopping, run directory and
 // checkpoints follow the spec section by section; deviations are marked "Deviation:".
+#include "apps/strfmt.h"
 #include "apps/train.h"
 
 #include <unistd.h>
@@ -297,15 +298,6 @@ std::string iso_now() {
   return buf;
 }
 
-std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
-std::string fmt(const char* f, ...) {
-  char buf[1024];
-  va_list ap;
-  va_start(ap, f);
-  std::vsnprintf(buf, sizeof buf, f, ap);
-  va_end(ap);
-  return buf;
-}
 
 std::string hms(double s) {
   const int64_t t = static_cast<int64_t>(s);
