@@ -592,18 +592,21 @@ int run_train(TrainOptions o, bool resume_flag) {
   tl.shuffle = !o.rect;
   tl.seed = static_cast<uint64_t>(o.seed);
   io::DataLoader train_loader(train_ds, tl);
-  std::unique_ptr<io::DataLoader> val_loader;
+  std::shared_ptr<const io::AugmentedDataset> val_ds;
+  ValOptions vo;
   if (have_val) {
     io::AugmentOptions va = ta;
     va.augment = false;
     va.rect = true;
     va.batch_size = static_cast<int>(o.batch_size * 2);
     va.rect_pad = 0.5;
-    io::LoaderOptions vl = tl;
-    vl.batch_size = static_cast<int>(o.batch_size * 2);
-    vl.shuffle = false;
-    val_loader = std::make_unique<io::DataLoader>(
-        std::make_shared<const io::AugmentedDataset>(val_scan.records, va), vl);
+    val_ds = std::make_shared<const io::AugmentedDataset>(val_scan.records, va);
+    vo.batch_size = va.batch_size;
+    vo.workers = workers;
+    vo.single_cls = o.single_cls;
+    vo.training = true;
+    vo.plots = false;
+    vo.names = names;
   }
   train_loader.start_epoch(static_cast<int>(start_epoch));  // num_batches() needs an epoch's order
   const int64_t nb = train_loader.num_batches();
@@ -829,15 +832,12 @@ int run_train(TrainOptions o, bool resume_flag) {
     sched.step();
     const bool final_epoch = epoch + 1 == o.epochs || stopper.possible_stop;
     vr = TrainValResult{};
-    if (val_loader && (!o.noval || final_epoch)) {
+    if (val_ds && (!o.noval || final_epoch)) {
       engine::autograd::NoGradGuard ng;
       const auto ms = ema_model->state_dict();
       const auto& es = ema.state();
       for (size_t k = 0; k < ms.size(); ++k) Tensor(ms[k].second).copy_(es[k].second);
-      std::printf("%22s%11s%11s%11s%11s%11s%11s\n", "Class", "Images", "Instances", "P", "R", "mAP50", "mAP50-95");
-      vr = validate_model(*ema_model, *val_loader, loss_cfg, nc, o.single_cls);
-      std::printf("%22s%11lld%11lld%11.3g%11.3g%11.3g%11.3g\n", "all", (long long)vr.images, (long long)vr.instances,
-                  vr.p, vr.r, vr.map50, vr.map);
+      vr = validate_model(*ema_model, val_ds, loss_cfg, vo);  // prints the official table
     }
     const double fi = vr.fitness();
     const bool stop = stopper(epoch, fi);

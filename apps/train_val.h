@@ -1,11 +1,13 @@
-// Validation during training (official train_dual.py -> val_dual.run on the EMA model): val
-// losses, NMS and the mAP metrics of ops/metrics. Internal to `yolov9 train`; the full
-// `yolov9 val` command (plots, per-class tables, JSON) is apps/val.cpp's job.
+// Validation during training (official train_dual.py -> val_dual.run on the EMA model): the
+// shared validation loop of apps/evaluator.h (rect batches, NMS, metrics in original-image
+// pixels, the official table) plus the val losses on the eval-mode head maps.
 #pragma once
 #include <cstdint>
+#include <memory>
 
+#include "apps/evaluator.h"
 #include "graph/model.h"
-#include "io/loader.h"
+#include "io/augment.h"
 #include "ops/yolo_loss.h"
 
 namespace apps {
@@ -18,14 +20,12 @@ struct TrainValResult {
   double fitness() const { return 0.1 * map50 + 0.9 * map; }  ///< official utils/metrics.py fitness
 };
 
-/// Runs `model` (switched to eval mode, restored to training mode after) over every batch of
-/// `loader` (epoch 0; rect letterboxed batches without augmentation) under NoGradGuard: val loss
-/// on the raw head maps with `loss_cfg`, NMS on the main branch (conf 0.001, IoU 0.7,
-/// multi-label, max_det 300, class-agnostic with single_cls) and DetectionMetrics.
-/// Deviation: boxes are compared in letterboxed-input pixels instead of original-image pixels
-/// (IoU is invariant to the letterbox's uniform scale and shift; only edge clipping differs).
-/// Errors: as the model forward, the loss and NMS. Deterministic on the CPU.
-TrainValResult validate_model(graph::Model& model, io::DataLoader& loader, const ops::YoloLossConfig& loss_cfg,
-                              int64_t nc, bool single_cls);
+/// Runs `model` (switched to eval mode, restored after) over `ds` through run_validation with
+/// `opts` (the caller sets training = true, batch size, workers, names, single_cls, plots) and,
+/// on each batch's eval-mode raw head maps, the loss `loss_cfg` (official val_dual.py:
+/// loss += compute_loss(train_out, targets)[1]). Prints the official table when opts.print.
+/// Errors: as the model forward, the loss, NMS and run_validation. Deterministic on the CPU.
+TrainValResult validate_model(graph::Model& model, std::shared_ptr<const io::AugmentedDataset> ds,
+                              const ops::YoloLossConfig& loss_cfg, const ValOptions& opts);
 
 }  // namespace apps
