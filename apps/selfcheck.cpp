@@ -9,6 +9,7 @@
 #include <string>
 
 #include "apps/commands.h"
+#include "apps/config_paths.h"
 #include "engine/autograd.h"
 #include "engine/device.h"
 #include "engine/tensor.h"
@@ -55,8 +56,10 @@ void register_info(CLI::App& app) {
       [](CLI::App& sub) {
         sub.add_flag("--self-check", self, "run the numeric self-check and exit");
         sub.add_option("--cfg", cfg, "model YAML (official grammar), e.g. configs/models/yolov9-c.yaml");
-        sub.add_option("--img,--imgsz", img, "image size for the GFLOPs figure (pixels)")->check(CLI::PositiveNumber);
-        sub.add_option("--nc", nc, "override the YAML's class count");
+        sub.add_option("--img,--imgsz", img, "image size for the GFLOPs figure (pixels)")
+            ->check(CLI::Range(int64_t{1}, int64_t{1} << 20).description("a positive integer"));
+        sub.add_option("--nc", nc, "override the YAML's class count")
+            ->check(CLI::Range(int64_t{1}, int64_t{1} << 20).description("a positive integer"));
       },
       []() {
         if (self) return self_check();
@@ -66,6 +69,7 @@ void register_info(CLI::App& app) {
         }
         graph::BuildOptions opts;
         opts.init = false;  // counts and shapes only
+        cfg = resolve_config(cfg, "models", "model config (--cfg)");
         auto model = graph::Model::from_yaml(cfg, nc, opts);
         if (nc > 0 && nc != model->config().nc_yaml)
           std::printf("Overriding model.yaml nc=%lld with nc=%lld\n", static_cast<long long>(model->config().nc_yaml),

@@ -2,6 +2,7 @@
 // WongKinYiu/yolov9 5b1ea9a; shared/spec/train.md). Set-up order, optimizer groups, warm-up,
 // accumulation, clipping, EMA, validation on the EMA, fitness, early stopping, run directory and
 // checkpoints follow the spec section by section; deviations are marked "Deviation:".
+#include "apps/config_paths.h"
 #include "apps/strfmt.h"
 #include "apps/train.h"
 
@@ -133,43 +134,6 @@ volatile std::sig_atomic_t g_signal = 0;
 extern "C" void on_stop_signal(int sig) {
   if (g_signal != 0) std::signal(sig, SIG_DFL);  // a second Ctrl-C kills at once
   g_signal = sig;
-}
-
-std::string exe_dir() {
-  std::error_code ec;
-  fs::path p = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string(".") : p.parent_path().string();
-}
-
-/// Finds a config file: as given, then under the configs/ folders of the working directory and of
-/// the source tree next to the program (build/.. /configs), also by bare file name (so the
-/// official "models/detect/yolov9-c.yaml" and "data/hyps/hyp.scratch-high.yaml" resolve).
-std::string resolve_config(const std::string& given, const std::string& sub, const char* what) {
-  if (given.empty()) Y9_THROW(engine::ConfigError, what, " path is empty");
-  if (fs::is_regular_file(given)) return fs::absolute(given).lexically_normal().string();
-  std::vector<fs::path> roots = {fs::current_path() / "configs", fs::path(exe_dir()) / ".." / "configs",
-                                 fs::path(exe_dir()) / "configs"};
-  std::vector<std::string> names = {fs::path(given).filename().string()};
-  if (fs::path(given).extension() != ".yaml") names.push_back(names[0] + ".yaml");
-  std::string searched = given;
-  for (const auto& r : roots)
-    for (const auto& n : names) {
-      fs::path c = r / sub / n;
-      searched += ", " + c.lexically_normal().string();
-      if (fs::is_regular_file(c)) return fs::absolute(c).lexically_normal().string();
-    }
-  std::string shipped;
-  for (const auto& r : roots) {
-    std::error_code ec;
-    if (!fs::is_directory(r / sub, ec)) continue;
-    std::vector<std::string> v;
-    for (const auto& e : fs::directory_iterator(r / sub)) v.push_back(e.path().filename().string());
-    std::sort(v.begin(), v.end());
-    for (const auto& s : v) shipped += (shipped.empty() ? "" : " ") + s;
-    break;
-  }
-  Y9_THROW(engine::IoError, what, " '", given, "' not found (searched: ", searched, ")",
-           shipped.empty() ? "" : "; shipped: " + shipped);
 }
 
 Hyp load_full_hyp(const std::string& path) {
