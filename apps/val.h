@@ -3,5 +3,7 @@
 #include <CLI/CLI.hpp>
 
 namespace apps {
+/// Adds the `val` subcommand (every val_dual.py option; --task val/test/speed). Its runner
+/// prints the official table and speed line and returns 0, or non-zero on a bad input.
 void register_val(CLI::App& app);
 }  // namespace apps
