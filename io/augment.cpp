@@ -489,7 +489,27 @@ void AugmentedDataset::load_mosaic(int64_t index, Rng& rng, cv::Mat& img, PixelB
       // Unresized tiles (the usual case for 640 images): decode only the part the canvas uses.
       thread_local cv::Mat rows;
       const bool unresized = w == r.width && h == r.height;
-      if (!(unresized && read_jpeg_rows_bgr(r.image_path, w, h, bv.y, bv.y + bv.height, bv.x, bv.x + bv.width, rows))) {
+      bool got = false;
+      if (unresized) {
+        got = read_jpeg_rows_bgr(r.image_path, w, h, bv.y, bv.y + bv.height, bv.x, bv.x + bv.width, rows);
+      } else if (opts_.augment || w > r.width) {
+        // Resized tile (official INTER_LINEAR here): bilinear output pixels read a 2x2 source
+        // neighbourhood (2x2 blocks on the exact-2x area shortcut), so decoding only the source
+        // rows/columns under bv plus a margin and resizing the whole buffer gives bitwise the
+        // same pixels inside bv; the undecoded rest of `src` only feeds pixels outside bv.
+        thread_local cv::Mat src;
+        const double fy = static_cast<double>(r.height) / h, fx = static_cast<double>(r.width) / w;
+        const int my = 4 + static_cast<int>(std::ceil(fy)), mx = 4 + static_cast<int>(std::ceil(fx));
+        const int sy0 = std::max(0, static_cast<int>(std::floor(bv.y * fy)) - my);
+        const int sy1 = std::min(r.height, static_cast<int>(std::ceil((bv.y + bv.height) * fy)) + my);
+        const int sx0 = std::max(0, static_cast<int>(std::floor(bv.x * fx)) - mx);
+        const int sx1 = std::min(r.width, static_cast<int>(std::ceil((bv.x + bv.width) * fx)) + mx);
+        if (read_jpeg_rows_bgr(r.image_path, r.width, r.height, sy0, sy1, sx0, sx1, src)) {
+          cv::resize(src, rows, cv::Size(w, h), 0, 0, cv::INTER_LINEAR);
+          got = true;
+        }
+      }
+      if (!got) {
         rows = load_image(r.image_path, s, opts_.augment).img;
         Y9_CHECK_T(engine::IoError, rows.rows == h && rows.cols == w, "image ", r.image_path, " decodes to ",
                    rows.cols, "x", rows.rows, " but was scanned as ", r.width, "x", r.height,
