@@ -315,7 +315,7 @@ void build_mosaic(const std::array<Tile, 4>& tiles, int xc, int yc, int s, cv::M
 }
 
 void apply_hsv(cv::Mat& img, double gh, double gs, double gv) {
-  cv::Mat hsv;
+  thread_local cv::Mat hsv;  // reused: no per-sample allocation (cvtColor/LUT write it in place)
   cv::cvtColor(img, hsv, cv::COLOR_BGR2HSV);
   cv::Mat lut(1, 256, CV_8UC3);
   for (int x = 0; x < 256; ++x) {
@@ -325,7 +325,7 @@ void apply_hsv(cv::Mat& img, double gh, double gs, double gv) {
     px[2] = static_cast<uint8_t>(std::clamp(x * gv, 0.0, 255.0));
   }
   cv::LUT(hsv, lut, hsv);
-  cv::cvtColor(hsv, img, cv::COLOR_HSV2BGR);
+  cv::cvtColor(hsv, img, cv::COLOR_HSV2BGR);  // same size/type: written into img's buffer
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -384,6 +384,31 @@ void mosaic_rects(int k, int h, int w, int xc, int yc, int S, cv::Rect& a, cv::R
   }
   a = cv::Rect(ax1, ay1, ax2 - ax1, ay2 - ay1);
   b = cv::Rect(bx1, by1, bx2 - bx1, by2 - by1);
+}
+
+// Official mixup: (im * r + im2 * (1 - r)).astype(np.uint8) (float64 blend, truncation),
+// written into `img`. The blend is cv::addWeighted(a, r, b, 1 - r, 0) in float64 (what the
+// MatExpr a * r + b * (1 - r) evaluates to) over the flattened pixels, in chunks of a multiple
+// of 64 elements so the SIMD/tail split and hence every result bit equals the whole-image call,
+// with cache-sized reused buffers instead of three full float64 images.
+void mixup_blend(cv::Mat& img, const cv::Mat& img2, double r) {
+  Y9_CHECK_SHAPE(img.size() == img2.size() && img.type() == CV_8UC3 && img2.type() == CV_8UC3, "mixup: images ",
+                 img.cols, "x", img.rows, " and ", img2.cols, "x", img2.rows, " differ");
+  if (!img.isContinuous()) img = img.clone();
+  const cv::Mat b8 = img2.isContinuous() ? img2 : img2.clone();
+  const int n = static_cast<int>(img.total() * img.channels());
+  constexpr int kChunk = 64 * 64;
+  thread_local cv::Mat a, b, m;
+  uint8_t* o = img.ptr<uint8_t>();
+  const uint8_t* q = b8.ptr<uint8_t>();
+  for (int i = 0; i < n; i += kChunk) {
+    const int c = std::min(kChunk, n - i);
+    cv::Mat(1, c, CV_8U, o + i).convertTo(a, CV_64F);
+    cv::Mat(1, c, CV_8U, const_cast<uint8_t*>(q + i)).convertTo(b, CV_64F);
+    cv::addWeighted(a, r, b, 1 - r, 0.0, m);
+    const double* md = m.ptr<double>();
+    for (int x = 0; x < c; ++x) o[i + x] = static_cast<uint8_t>(md[x]);  // astype(uint8) truncates
+  }
 }
 
 // Canvas pixels that warpAffine(M, out_w x out_h, bilinear) can read: the inverse image of the
@@ -464,7 +489,27 @@ void AugmentedDataset::load_mosaic(int64_t index, Rng& rng, cv::Mat& img, PixelB
       // Unresized tiles (the usual case for 640 images): decode only the part the canvas uses.
       thread_local cv::Mat rows;
       const bool unresized = w == r.width && h == r.height;
-      if (!(unresized && read_jpeg_rows_bgr(r.image_path, w, h, bv.y, bv.y + bv.height, bv.x, bv.x + bv.width, rows))) {
+      bool got = false;
+      if (unresized) {
+        got = read_jpeg_rows_bgr(r.image_path, w, h, bv.y, bv.y + bv.height, bv.x, bv.x + bv.width, rows);
+      } else if (opts_.augment || w > r.width) {
+        // Resized tile (official INTER_LINEAR here): bilinear output pixels read a 2x2 source
+        // neighbourhood (2x2 blocks on the exact-2x area shortcut), so decoding only the source
+        // rows/columns under bv plus a margin and resizing the whole buffer gives bitwise the
+        // same pixels inside bv; the undecoded rest of `src` only feeds pixels outside bv.
+        thread_local cv::Mat src;
+        const double fy = static_cast<double>(r.height) / h, fx = static_cast<double>(r.width) / w;
+        const int my = 4 + static_cast<int>(std::ceil(fy)), mx = 4 + static_cast<int>(std::ceil(fx));
+        const int sy0 = std::max(0, static_cast<int>(std::floor(bv.y * fy)) - my);
+        const int sy1 = std::min(r.height, static_cast<int>(std::ceil((bv.y + bv.height) * fy)) + my);
+        const int sx0 = std::max(0, static_cast<int>(std::floor(bv.x * fx)) - mx);
+        const int sx1 = std::min(r.width, static_cast<int>(std::ceil((bv.x + bv.width) * fx)) + mx);
+        if (read_jpeg_rows_bgr(r.image_path, r.width, r.height, sy0, sy1, sx0, sx1, src)) {
+          cv::resize(src, rows, cv::Size(w, h), 0, 0, cv::INTER_LINEAR);
+          got = true;
+        }
+      }
+      if (!got) {
         rows = load_image(r.image_path, s, opts_.augment).img;
         Y9_CHECK_T(engine::IoError, rows.rows == h && rows.cols == w, "image ", r.image_path, " decodes to ",
                    rows.cols, "x", rows.rows, " but was scanned as ", r.width, "x", r.height,
@@ -499,17 +544,7 @@ Sample AugmentedDataset::get(int64_t index, int epoch) const {
       PixelBoxes boxes2;
       load_mosaic(rng.randint(0, size() - 1), rng, img2, boxes2);
       const double r = rng.beta(32.0, 32.0);
-      cv::Mat a, b;
-      img.convertTo(a, CV_64F);
-      img2.convertTo(b, CV_64F);
-      cv::Mat mix = a * r + b * (1 - r);
-      // official astype(uint8) truncates (convertTo would round)
-      img.create(mix.rows, mix.cols, CV_8UC3);
-      for (int y = 0; y < img.rows; ++y) {
-        const double* m = mix.ptr<double>(y);
-        uint8_t* o = img.ptr<uint8_t>(y);
-        for (int x = 0; x < img.cols * 3; ++x) o[x] = static_cast<uint8_t>(m[x]);
-      }
+      mixup_blend(img, img2, r);
       boxes.insert(boxes.end(), boxes2.begin(), boxes2.end());
     }
   } else {

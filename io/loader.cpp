@@ -43,18 +43,11 @@ Batch collate(const std::vector<Sample>& samples, const std::vector<std::string>
     const cv::Mat& im = samples[i].img;
     Y9_CHECK_SHAPE(im.rows == H && im.cols == W && im.type() == CV_8UC3, "collate: sample ", i, " is ", im.cols,
                    "x", im.rows, ", batch is ", W, "x", H);
-    uint8_t* r = dst + (i * 3 + 0) * plane;
-    uint8_t* g = dst + (i * 3 + 1) * plane;
-    uint8_t* bl = dst + (i * 3 + 2) * plane;
-    for (int y = 0; y < H; ++y) {
-      const uint8_t* src = im.ptr<uint8_t>(y);
-      const size_t o = static_cast<size_t>(y) * W;
-      for (int x = 0; x < W; ++x) {  // BGR HWC -> RGB CHW
-        bl[o + x] = src[3 * x];
-        g[o + x] = src[3 * x + 1];
-        r[o + x] = src[3 * x + 2];
-      }
-    }
+    // BGR HWC -> RGB CHW: cv::split (SIMD deinterleave) straight into the batch planes.
+    cv::Mat planes[3] = {cv::Mat(H, W, CV_8U, dst + (i * 3 + 2) * plane),   // B
+                         cv::Mat(H, W, CV_8U, dst + (i * 3 + 1) * plane),   // G
+                         cv::Mat(H, W, CV_8U, dst + (i * 3 + 0) * plane)};  // R
+    cv::split(im, planes);
     for (const auto& l : samples[i].labels) {
       t[0] = static_cast<float>(i);
       std::copy(l.begin(), l.end(), t + 1);
