@@ -36,6 +36,25 @@ std::array<uint32_t, 4> philox(std::array<uint32_t, 4> c, std::array<uint32_t, 2
 
 // Python round(): half to even (the default FE_TONEAREST mode of nearbyint).
 int round_half_even(double x) { return static_cast<int>(std::nearbyint(x)); }
+// Quadrant placement of official load_mosaic: canvas rect `a` and tile rect `b` of tile k.
+void mosaic_rects(int k, int h, int w, int xc, int yc, int S, cv::Rect& a, cv::Rect& b) {
+  int ax1, ay1, ax2, ay2, bx1, by1, bx2, by2;
+  if (k == 0) {
+    ax1 = std::max(xc - w, 0); ay1 = std::max(yc - h, 0); ax2 = xc; ay2 = yc;
+    bx1 = w - (ax2 - ax1); by1 = h - (ay2 - ay1); bx2 = w; by2 = h;
+  } else if (k == 1) {
+    ax1 = xc; ay1 = std::max(yc - h, 0); ax2 = std::min(xc + w, S); ay2 = yc;
+    bx1 = 0; by1 = h - (ay2 - ay1); bx2 = std::min(w, ax2 - ax1); by2 = h;
+  } else if (k == 2) {
+    ax1 = std::max(xc - w, 0); ay1 = yc; ax2 = xc; ay2 = std::min(S, yc + h);
+    bx1 = w - (ax2 - ax1); by1 = 0; bx2 = w; by2 = std::min(ay2 - ay1, h);
+  } else {
+    ax1 = xc; ay1 = yc; ax2 = std::min(xc + w, S); ay2 = std::min(S, yc + h);
+    bx1 = 0; by1 = 0; bx2 = std::min(w, ax2 - ax1); by2 = std::min(ay2 - ay1, h);
+  }
+  a = cv::Rect(ax1, ay1, ax2 - ax1, ay2 - ay1);
+  b = cv::Rect(bx1, by1, bx2 - bx1, by2 - by1);
+}
 }  // namespace
 
 Rng::Rng(uint64_t seed, uint64_t epoch, uint64_t index, uint32_t stream)
@@ -289,23 +308,10 @@ void build_mosaic(const std::array<Tile, 4>& tiles, int xc, int yc, int s, cv::M
   for (int k = 0; k < 4; ++k) {
     const cv::Mat& im = tiles[k].img;
     const int h = im.rows, w = im.cols;
-    int ax1, ay1, ax2, ay2, bx1, by1, bx2, by2;
-    if (k == 0) {
-      ax1 = std::max(xc - w, 0); ay1 = std::max(yc - h, 0); ax2 = xc; ay2 = yc;
-      bx1 = w - (ax2 - ax1); by1 = h - (ay2 - ay1); bx2 = w; by2 = h;
-    } else if (k == 1) {
-      ax1 = xc; ay1 = std::max(yc - h, 0); ax2 = std::min(xc + w, S); ay2 = yc;
-      bx1 = 0; by1 = h - (ay2 - ay1); bx2 = std::min(w, ax2 - ax1); by2 = h;
-    } else if (k == 2) {
-      ax1 = std::max(xc - w, 0); ay1 = yc; ax2 = xc; ay2 = std::min(S, yc + h);
-      bx1 = w - (ax2 - ax1); by1 = 0; bx2 = w; by2 = std::min(ay2 - ay1, h);
-    } else {
-      ax1 = xc; ay1 = yc; ax2 = std::min(xc + w, S); ay2 = std::min(S, yc + h);
-      bx1 = 0; by1 = 0; bx2 = std::min(w, ax2 - ax1); by2 = std::min(ay2 - ay1, h);
-    }
-    if (ax2 > ax1 && ay2 > ay1)
-      im(cv::Rect(bx1, by1, bx2 - bx1, by2 - by1)).copyTo(canvas(cv::Rect(ax1, ay1, ax2 - ax1, ay2 - ay1)));
-    const float padw = static_cast<float>(ax1 - bx1), padh = static_cast<float>(ay1 - by1);
+    cv::Rect a, b;
+    mosaic_rects(k, h, w, xc, yc, S, a, b);
+    if (a.width > 0 && a.height > 0) im(b).copyTo(canvas(a));
+    const float padw = static_cast<float>(a.x - b.x), padh = static_cast<float>(a.y - b.y);
     for (const auto& l : tiles[k].labels) {
       auto clip = [&](float v) { return std::clamp(v, 0.0f, static_cast<float>(S)); };
       boxes.push_back({l[0], clip(w * (l[1] - l[3] / 2) + padw), clip(h * (l[2] - l[4] / 2) + padh),
@@ -366,25 +372,6 @@ Tile AugmentedDataset::load_tile(int64_t index) const {
 }
 
 namespace {
-// Quadrant placement of official load_mosaic: canvas rect `a` and tile rect `b` of tile k.
-void mosaic_rects(int k, int h, int w, int xc, int yc, int S, cv::Rect& a, cv::Rect& b) {
-  int ax1, ay1, ax2, ay2, bx1, by1, bx2, by2;
-  if (k == 0) {
-    ax1 = std::max(xc - w, 0); ay1 = std::max(yc - h, 0); ax2 = xc; ay2 = yc;
-    bx1 = w - (ax2 - ax1); by1 = h - (ay2 - ay1); bx2 = w; by2 = h;
-  } else if (k == 1) {
-    ax1 = xc; ay1 = std::max(yc - h, 0); ax2 = std::min(xc + w, S); ay2 = yc;
-    bx1 = 0; by1 = h - (ay2 - ay1); bx2 = std::min(w, ax2 - ax1); by2 = h;
-  } else if (k == 2) {
-    ax1 = std::max(xc - w, 0); ay1 = yc; ax2 = xc; ay2 = std::min(S, yc + h);
-    bx1 = w - (ax2 - ax1); by1 = 0; bx2 = w; by2 = std::min(ay2 - ay1, h);
-  } else {
-    ax1 = xc; ay1 = yc; ax2 = std::min(xc + w, S); ay2 = std::min(S, yc + h);
-    bx1 = 0; by1 = 0; bx2 = std::min(w, ax2 - ax1); by2 = std::min(ay2 - ay1, h);
-  }
-  a = cv::Rect(ax1, ay1, ax2 - ax1, ay2 - ay1);
-  b = cv::Rect(bx1, by1, bx2 - bx1, by2 - by1);
-}
 
 // Official mixup: (im * r + im2 * (1 - r)).astype(np.uint8) (float64 blend, truncation),
 // written into `img`. The blend is cv::addWeighted(a, r, b, 1 - r, 0) in float64 (what the

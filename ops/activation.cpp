@@ -29,10 +29,6 @@ void check_float(const Tensor& x, const char* op) {
   }
 }
 
-Tensor contiguous_nograd(const Tensor& x) {
-  engine::autograd::NoGradGuard ng;
-  return x.detach().contiguous();
-}
 
 enum class Act { Silu, Sigmoid, Relu };
 

@@ -12,10 +12,6 @@ using engine::Tensor;
 
 namespace {
 
-Tensor contiguous_nograd(const Tensor& x) {
-  engine::autograd::NoGradGuard ng;
-  return x.detach().contiguous();
-}
 
 template <typename T>
 const T* ptr_or_null(const Tensor& t) {

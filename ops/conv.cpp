@@ -12,10 +12,6 @@ using engine::Tensor;
 
 namespace {
 
-Tensor contiguous_nograd(const Tensor& x) {
-  engine::autograd::NoGradGuard ng;
-  return x.detach().contiguous();
-}
 
 std::pair<int64_t, int64_t> pair_arg(const std::vector<int64_t>& v, const char* name) {
   Y9_CHECK_SHAPE(v.size() == 1 || v.size() == 2, "conv2d: ", name, " needs 1 or 2 values, got ", v.size());

@@ -17,6 +17,10 @@ kernels::StridedLayout layout_for(const engine::Tensor& t, const engine::Shape& 
 /// Throws ShapeError unless every defined tensor is on the same device as the first.
 void check_same_device(const std::vector<engine::Tensor>& ts, const char* op);
 
+/// `x` detached and contiguous (a copy only when x is strided), without recording autograd:
+/// the input a CPU kernel reads, or a tensor an autograd node saves.
+engine::Tensor contiguous_nograd(const engine::Tensor& x);
+
 /// Sums `g` over broadcast dims so the result has `shape` (the backward of broadcasting).
 engine::Tensor sum_to(const engine::Tensor& g, const engine::Shape& shape);
 

@@ -66,6 +66,11 @@ void check_same_device(const std::vector<Tensor>& ts, const char* op) {
   }
 }
 
+Tensor contiguous_nograd(const Tensor& x) {
+  engine::autograd::NoGradGuard ng;
+  return x.detach().contiguous();
+}
+
 }  // namespace ops
 
 namespace engine {

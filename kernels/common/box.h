@@ -43,8 +43,7 @@ template <typename T> Y9_HD void xyxy_to_xywh(const T* in, T* out) {
 /// the result is NaN (0/0), exactly as in the official code.
 /// Source: GIoU, Rezatofighi et al., CVPR 2019; DIoU/CIoU, Zheng et al., AAAI 2020 (eq. 6-11).
 template <typename T>
-Y9_HD T bbox_iou(const T* box1, const T* box2, bool xywh, IouKind kind) {
-  const T eps = box_eps<T>();
+Y9_HD T bbox_iou(const T* box1, const T* box2, bool xywh, IouKind kind, T eps = box_eps<T>()) {
   T b1x1, b1y1, b1x2, b1y2, b2x1, b2y1, b2x2, b2y2, w1, h1, w2, h2;
   if (xywh) {
     w1 = box1[2]; h1 = box1[3]; w2 = box2[2]; h2 = box2[3];

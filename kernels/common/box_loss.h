@@ -24,25 +24,7 @@ constexpr double kCiouEps = 1e-7;
 /// Source: "Distance-IoU Loss" (Zheng et al., AAAI 2020), eq. 10-11; official utils/metrics.py.
 template <typename T>
 Y9_HD T ciou_fwd(const T* a, const T* b, T eps) {
-  const T w1 = a[2] - a[0], h1 = a[3] - a[1] + eps;
-  const T w2 = b[2] - b[0], h2 = b[3] - b[1] + eps;
-  T ix = (a[2] < b[2] ? a[2] : b[2]) - (a[0] > b[0] ? a[0] : b[0]);
-  T iy = (a[3] < b[3] ? a[3] : b[3]) - (a[1] > b[1] ? a[1] : b[1]);
-  ix = ix > T(0) ? ix : T(0);
-  iy = iy > T(0) ? iy : T(0);
-  const T inter = ix * iy;
-  const T uni = w1 * h1 + w2 * h2 - inter + eps;
-  const T iou = inter / uni;
-  const T cw = (a[2] > b[2] ? a[2] : b[2]) - (a[0] < b[0] ? a[0] : b[0]);
-  const T ch = (a[3] > b[3] ? a[3] : b[3]) - (a[1] < b[1] ? a[1] : b[1]);
-  const T c2 = cw * cw + ch * ch + eps;
-  const T dx = b[0] + b[2] - a[0] - a[2];
-  const T dy = b[1] + b[3] - a[1] - a[3];
-  const T rho2 = (dx * dx + dy * dy) / T(4);
-  const T dat = k_atan(w2 / h2) - k_atan(w1 / h1);
-  const T v = T(4.0 / (M_PI * M_PI)) * (dat * dat);
-  const T alpha = v / (v - iou + (T(1) + eps));
-  return iou - (rho2 / c2 + v * alpha);
+  return bbox_iou(a, b, /*xywh=*/false, IouKind::CIoU, eps);
 }
 
 // Gradient split of torch.minimum/maximum: the selected side gets g, a tie gives g/2 to each.

@@ -224,8 +224,13 @@ void process_batch_cpu(const float* det, int64_t n_det, const float* labels, int
 }
 
 // --- ap_per_class ------------------------------------------------------------------------------
-double compute_ap_cpu(const double* recall, const double* precision, int64_t n) {
-  std::vector<double> mrec(static_cast<size_t>(n + 2)), mpre(static_cast<size_t>(n + 2));
+namespace {
+// Official compute_ap's sentinel-padded curve: mrec = [0, recall, 1], mpre = [1, precision, 0]
+// with the precision envelope (np.flip(np.maximum.accumulate(np.flip(mpre)))), NaN-free here.
+void ap_envelope(const double* recall, const double* precision, int64_t n, std::vector<double>& mrec,
+                 std::vector<double>& mpre) {
+  mrec.assign(static_cast<size_t>(n + 2), 0.0);
+  mpre.assign(static_cast<size_t>(n + 2), 0.0);
   mrec[0] = 0.0;
   mpre[0] = 1.0;
   for (int64_t i = 0; i < n; ++i) {
@@ -234,7 +239,13 @@ double compute_ap_cpu(const double* recall, const double* precision, int64_t n) 
   }
   mrec[n + 1] = 1.0;
   mpre[n + 1] = 0.0;
-  for (int64_t i = n; i >= 0; --i) mpre[i] = std::max(mpre[i], mpre[i + 1]);  // envelope (NaN-free here)
+  for (int64_t i = n; i >= 0; --i) mpre[i] = std::max(mpre[i], mpre[i + 1]);
+}
+}  // namespace
+
+double compute_ap_cpu(const double* recall, const double* precision, int64_t n) {
+  std::vector<double> mrec, mpre;
+  ap_envelope(recall, precision, n, mrec, mpre);
   static constexpr int64_t kPts = 101;                                       // COCO 101-point
   const std::vector<double> x = np_linspace01(kPts);
   std::vector<double> y(kPts), terms(kPts - 1);
@@ -307,16 +318,8 @@ ApStats ap_per_class_cpu(const uint8_t* tp, const float* conf, const float* pred
       }
       st.ap[ci * niou + j] = compute_ap_cpu(rec_j.data(), prec_j.data(), n_p);
       if (j == 0) {  // PR curve for plots: interp(px, mrec, mpre) with the envelope
-        std::vector<double> mrec(n_p + 2), mpre(n_p + 2);
-        mrec[0] = 0;
-        mpre[0] = 1;
-        for (int64_t q = 0; q < n_p; ++q) {
-          mrec[q + 1] = rec_j[q];
-          mpre[q + 1] = prec_j[q];
-        }
-        mrec[n_p + 1] = 1;
-        mpre[n_p + 1] = 0;
-        for (int64_t q = n_p; q >= 0; --q) mpre[q] = std::max(mpre[q], mpre[q + 1]);
+        std::vector<double> mrec, mpre;
+        ap_envelope(rec_j.data(), prec_j.data(), n_p, mrec, mpre);
         for (int64_t g = 0; g < kGrid; ++g)
           st.pr_curve[ci * kGrid + g] = np_interp(px[g], mrec.data(), mpre.data(), n_p + 2, mpre[0], mpre[n_p + 1]);
       }

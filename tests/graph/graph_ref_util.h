@@ -11,7 +11,13 @@
 #include <string>
 #include <vector>
 
+#include <filesystem>
+#include <memory>
+
 #include "engine/tensor.h"
+#include "graph/model.h"
+#include "graph/state.h"
+#include "io/safetensors.h"
 #include "tests/testutil.h"
 
 namespace graphtest {
@@ -56,6 +62,35 @@ inline std::vector<std::string> numbered(const std::map<std::string, engine::Ten
   std::vector<std::string> out;
   for (int i = 0; ts.count(prefix + "." + std::to_string(i)); ++i) out.push_back(prefix + "." + std::to_string(i));
   return out;
+}
+
+/// The shipped config with the file name of an official config path ("models/detect/x.yaml").
+inline std::string config_path(const std::string& official) {
+  return std::string(Y9_SOURCE_DIR) + "/configs/models/" + std::filesystem::path(official).filename().string();
+}
+
+/// A whole-model fixture (model_*.json): the model built from its cfg and nc with the fixture
+/// weights loaded (left in training mode), the fixture tensors, the weight tensors (the same map
+/// unless the JSON names a separate weights_file) and the load options used (weights_prefix,
+/// default "state.", and the weights_key_map renames).
+struct ModelFixture {
+  std::shared_ptr<graph::Model> model;
+  std::map<std::string, engine::Tensor> tensors, weights;
+  graph::LoadOptions load;
+};
+
+inline ModelFixture load_model_fixture(const std::string& ref, const nlohmann::json& j) {
+  ModelFixture f;
+  f.model = graph::Model::from_yaml(config_path(j.at("cfg").get<std::string>()), j.at("nc").get<int64_t>());
+  const std::string tfile = j.at("tensors_file").get<std::string>();
+  const std::string wfile = j.value("weights_file", tfile);
+  f.tensors = io::load_safetensors(ref + "/" + tfile).tensors;
+  f.weights = wfile == tfile ? f.tensors : io::load_safetensors(ref + "/" + wfile).tensors;
+  f.load.prefix = j.value("weights_prefix", std::string("state."));
+  if (j.contains("weights_key_map"))
+    for (const auto& [from, to] : j.at("weights_key_map").items()) f.load.rename.emplace_back(from, to.get<std::string>());
+  graph::load_state_dict(*f.model, f.weights, f.load);
+  return f;
 }
 
 }  // namespace graphtest

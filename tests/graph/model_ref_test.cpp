@@ -38,17 +38,11 @@ TEST(ModelRef, ForwardMatchesOfficial) {
   for (const auto& jf : files) {
     SCOPED_TRACE(jf);
     const auto j = graphtest::read_json(jf);
-    const std::string cfg = std::string(Y9_SOURCE_DIR) + "/configs/models/" +
-                            std::filesystem::path(j.at("cfg").get<std::string>()).filename().string();
-    auto m = graph::Model::from_yaml(cfg, j.at("nc").get<int64_t>());
-    const auto fx = io::load_safetensors(ref + "/" + j.at("tensors_file").get<std::string>()).tensors;
-    const std::string wfile = j.value("weights_file", j.at("tensors_file").get<std::string>());
-    const auto wt = wfile == j.at("tensors_file").get<std::string>() ? fx : io::load_safetensors(ref + "/" + wfile).tensors;
-    graph::LoadOptions lo;
-    lo.prefix = j.value("weights_prefix", std::string("state."));
-    if (j.contains("weights_key_map"))
-      for (const auto& [from, to] : j.at("weights_key_map").items()) lo.rename.emplace_back(from, to.get<std::string>());
-    graph::load_state_dict(*m, wt, lo);
+    auto fixture = graphtest::load_model_fixture(ref, j);
+    auto& m = fixture.model;
+    const auto& fx = fixture.tensors;
+    const auto& wt = fixture.weights;
+    const auto& lo = fixture.load;
     const Tensor input = fx.at("input");
     ASSERT_EQ(input.shape(), j.at("input_shape").get<std::vector<int64_t>>());
     for (size_t l = 0; l < m->strides().size(); ++l)

@@ -18,18 +18,8 @@ namespace {
 
 using engine::Tensor;
 
-std::string cfg_path(const std::string& official) {
-  return std::string(Y9_SOURCE_DIR) + "/configs/models/" + std::filesystem::path(official).filename().string();
-}
-
 std::shared_ptr<graph::Model> load_fixture_model(const std::string& ref, const nlohmann::json& j) {
-  auto m = graph::Model::from_yaml(cfg_path(j.at("cfg").get<std::string>()), j.at("nc").get<int64_t>());
-  const std::string wfile = j.value("weights_file", j.at("tensors_file").get<std::string>());
-  graph::LoadOptions lo;
-  lo.prefix = j.value("weights_prefix", std::string("state."));
-  if (j.contains("weights_key_map"))
-    for (const auto& [from, to] : j.at("weights_key_map").items()) lo.rename.emplace_back(from, to.get<std::string>());
-  graph::load_weights(*m, ref + "/" + wfile, lo);
+  auto m = graphtest::load_model_fixture(ref, j).model;
   m->eval();
   return m;
 }
@@ -96,7 +86,7 @@ TEST(TransformsRef, ReparameterisationEqualsMainBranch) {
     const std::string cfg_name = std::filesystem::path(j.at("cfg").get<std::string>()).filename().string();
     ASSERT_EQ(cfg_name.rfind("yolov9-", 0), 0u) << cfg_name;
     const std::string gelan_name = "gelan-" + cfg_name.substr(7);
-    const auto gelan_cfg = graph::load_model_config(cfg_path(gelan_name), m->nc());
+    const auto gelan_cfg = graph::load_model_config(graphtest::config_path(gelan_name), m->nc());
     const Tensor x = io::load_safetensors(ref + "/" + j.at("tensors_file").get<std::string>()).tensors.at("input");
     const auto out_dual = run(*m, x);
     const size_t main = static_cast<size_t>(m->head()->branches - 1);

@@ -19,29 +19,13 @@
 #include "io/safetensors.h"
 #include "ops/reduce.h"
 #include "ops/yolo_loss.h"
+#include "tests/graph/graph_ref_util.h"
 #include "tests/testutil.h"
 
 using engine::Tensor;
 
-namespace {
-
-nlohmann::json read_json(const std::string& p) {
-  std::ifstream f(p);
-  return nlohmann::json::parse(f);
-}
-
-// max |a - b| / max |b|.
-double scaled_error(const Tensor& a, const Tensor& b) {
-  auto va = a.to_vector<double>(), vb = b.to_vector<double>();
-  double m = 0, s = 0;
-  for (size_t i = 0; i < va.size(); ++i) {
-    m = std::max(m, std::fabs(va[i] - vb[i]));
-    s = std::max(s, std::fabs(vb[i]));
-  }
-  return s > 0 ? m / s : m;
-}
-
-}  // namespace
+using graphtest::read_json;
+using graphtest::scaled_error;
 
 TEST(ModelLossRef, LossItemsAndParameterGradients) {
   const std::string ref = testutil::reference_dir();
@@ -53,18 +37,10 @@ TEST(ModelLossRef, LossItemsAndParameterGradients) {
     const auto lj = read_json(lf);
     const auto lt = io::load_safetensors(ref + "/" + lj.at("tensors_file").get<std::string>()).tensors;
     const auto mj = read_json(ref + "/" + lj.at("model_fixture").get<std::string>() + ".json");
-    const auto mt = io::load_safetensors(ref + "/" + mj.at("tensors_file").get<std::string>()).tensors;
-    const std::string wfile = mj.value("weights_file", mj.at("tensors_file").get<std::string>());
-    const auto wt = wfile == mj.at("tensors_file").get<std::string>() ? mt : io::load_safetensors(ref + "/" + wfile).tensors;
-    const std::string cfg = std::string(Y9_SOURCE_DIR) + "/configs/models/" +
-                            std::filesystem::path(mj.at("cfg").get<std::string>()).filename().string();
+    auto fixture = graphtest::load_model_fixture(ref, mj);
+    auto& model = fixture.model;
+    const auto& mt = fixture.tensors;
     const int64_t nc = mj.at("nc").get<int64_t>();
-    auto model = graph::Model::from_yaml(cfg, nc);
-    graph::LoadOptions lo;
-    lo.prefix = mj.value("weights_prefix", std::string("state."));
-    if (mj.contains("weights_key_map"))
-      for (const auto& [from, to] : mj.at("weights_key_map").items()) lo.rename.emplace_back(from, to.get<std::string>());
-    graph::load_state_dict(*model, wt, lo);
     model->train();
     const auto initial = [&] {
       std::map<std::string, Tensor> st;
