@@ -371,32 +371,30 @@ Tile AugmentedDataset::load_tile(int64_t index) const {
   return t;
 }
 
-namespace {
-
 // Official mixup: (im * r + im2 * (1 - r)).astype(np.uint8) (float64 blend, truncation),
-// written into `img`. The blend is cv::addWeighted(a, r, b, 1 - r, 0) in float64 (what the
-// MatExpr a * r + b * (1 - r) evaluates to) over the flattened pixels, in chunks of a multiple
-// of 64 elements so the SIMD/tail split and hence every result bit equals the whole-image call,
-// with cache-sized reused buffers instead of three full float64 images.
+// written into `img`. Compiled without FMA contraction so each product is rounded as numpy does.
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("-ffp-contract=off")))
+#endif
 void mixup_blend(cv::Mat& img, const cv::Mat& img2, double r) {
   Y9_CHECK_SHAPE(img.size() == img2.size() && img.type() == CV_8UC3 && img2.type() == CV_8UC3, "mixup: images ",
                  img.cols, "x", img.rows, " and ", img2.cols, "x", img2.rows, " differ");
   if (!img.isContinuous()) img = img.clone();
   const cv::Mat b8 = img2.isContinuous() ? img2 : img2.clone();
-  const int n = static_cast<int>(img.total() * img.channels());
-  constexpr int kChunk = 64 * 64;
-  thread_local cv::Mat a, b, m;
+  const size_t n = img.total() * img.channels();
   uint8_t* o = img.ptr<uint8_t>();
   const uint8_t* q = b8.ptr<uint8_t>();
-  for (int i = 0; i < n; i += kChunk) {
-    const int c = std::min(kChunk, n - i);
-    cv::Mat(1, c, CV_8U, o + i).convertTo(a, CV_64F);
-    cv::Mat(1, c, CV_8U, const_cast<uint8_t*>(q + i)).convertTo(b, CV_64F);
-    cv::addWeighted(a, r, b, 1 - r, 0.0, m);
-    const double* md = m.ptr<double>();
-    for (int x = 0; x < c; ++x) o[i + x] = static_cast<uint8_t>(md[x]);  // astype(uint8) truncates
+  const double r2 = 1 - r;
+  // numpy: im * r and im2 * (1 - r) are float64 products, their float64 sum is truncated by
+  // astype(np.uint8) (values lie in [0, 255]). Two roundings, no FMA: exactly those operations.
+  for (size_t i = 0; i < n; ++i) {
+    const double a = static_cast<double>(o[i]) * r;
+    const double b = static_cast<double>(q[i]) * r2;
+    o[i] = static_cast<uint8_t>(static_cast<int>(a + b));
   }
 }
+
+namespace {
 
 // Canvas pixels that warpAffine(M, out_w x out_h, bilinear) can read: the inverse image of the
 // output pixel grid (an affine map, so its corners bound it) widened by 3 pixels for the 2x2
@@ -477,8 +475,9 @@ void AugmentedDataset::load_mosaic(int64_t index, Rng& rng, cv::Mat& img, PixelB
       thread_local cv::Mat rows;
       const bool unresized = w == r.width && h == r.height;
       bool got = false;
+      bool placed = false;  // decoded straight into the canvas
       if (unresized) {
-        got = read_jpeg_rows_bgr(r.image_path, w, h, bv.y, bv.y + bv.height, bv.x, bv.x + bv.width, rows);
+        got = placed = read_jpeg_region_bgr(r.image_path, w, h, bv, canvas(av));
       } else if (opts_.augment || w > r.width) {
         // Resized tile (official INTER_LINEAR here): bilinear output pixels read a 2x2 source
         // neighbourhood (2x2 blocks on the exact-2x area shortcut), so decoding only the source
@@ -502,7 +501,7 @@ void AugmentedDataset::load_mosaic(int64_t index, Rng& rng, cv::Mat& img, PixelB
                    rows.cols, "x", rows.rows, " but was scanned as ", r.width, "x", r.height,
                    " (file changed since the scan?)");
       }
-      rows(bv).copyTo(canvas(av));
+      if (!placed) rows(bv).copyTo(canvas(av));
     }
     const float padw = static_cast<float>(a.x - b.x), padh = static_cast<float>(a.y - b.y);
     for (const auto& l : records_[idx[k]].labels) {

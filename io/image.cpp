@@ -85,12 +85,18 @@ void jpeg_err_exit(j_common_ptr c) { std::longjmp(reinterpret_cast<JpegErr*>(c->
 void jpeg_err_silent(j_common_ptr, int) {}
 }  // namespace
 
-bool read_jpeg_rows_bgr(const std::string& path, int expect_w, int expect_h, int y0, int y1, int x0, int x1,
-                        cv::Mat& out) {
+namespace {
+// Decodes rows [y0, y1) x columns [x0, x1) of a JPEG and hands each decoded row to
+// `sink(y, row)`, where row[0] is pixel (x0, y) in BGR. See read_jpeg_rows_bgr for when it
+// refuses (returns false).
+template <class Sink>
+bool decode_jpeg_region(const std::string& path, int expect_w, int expect_h, int y0, int y1, int x0, int x1,
+                        Sink&& sink) {
 #ifndef JCS_EXTENSIONS
   return false;
 #else
   thread_local std::vector<unsigned char> buf;
+  thread_local std::vector<unsigned char> line;
   Y9_CHECK_T(engine::IoError, read_bytes(path, buf), "cannot read image file: ", path);
   if (buf.size() < 4 || buf[0] != 0xFF || buf[1] != 0xD8) return false;
   if (y0 < 0 || y1 > expect_h || y0 >= y1 || x0 < 0 || x1 > expect_w || x0 >= x1) return false;
@@ -113,16 +119,19 @@ bool read_jpeg_rows_bgr(const std::string& path, int expect_w, int expect_h, int
       cinfo.out_color_space = JCS_EXT_BGR;  // as OpenCV 4.6 grfmt_jpeg.cpp with libjpeg-turbo
       cinfo.out_color_components = 3;
       jpeg_start_decompress(&cinfo);
-      out.create(expect_h, expect_w, CV_8UC3);
       // Columns: decode [x0 - 32, x1 + 32) (libjpeg widens it to iMCU edges); the 32-pixel
       // margin keeps the fancy-upsampling edge columns of the cropped band out of [x0, x1).
       JDIMENSION cx = static_cast<JDIMENSION>(std::max(0, x0 - 32));
       JDIMENSION cw = static_cast<JDIMENSION>(std::min(expect_w, x1 + 32)) - cx;
       if (cw < static_cast<JDIMENSION>(expect_w)) jpeg_crop_scanline(&cinfo, &cx, &cw);
+      line.resize(static_cast<size_t>(cinfo.output_width) * 3);
       if (y0 > 0) jpeg_skip_scanlines(&cinfo, static_cast<JDIMENSION>(y0));
+      const size_t off = (static_cast<size_t>(x0) - cx) * 3;
       while (static_cast<int>(cinfo.output_scanline) < y1) {
-        JSAMPROW row = out.ptr<uint8_t>(static_cast<int>(cinfo.output_scanline)) + 3 * cx;
+        const int y = static_cast<int>(cinfo.output_scanline);
+        JSAMPROW row = line.data();
         jpeg_read_scanlines(&cinfo, &row, 1);
+        sink(y, line.data() + off);
       }
       ok = true;
     }
@@ -130,6 +139,27 @@ bool read_jpeg_rows_bgr(const std::string& path, int expect_w, int expect_h, int
   jpeg_destroy_decompress(&cinfo);
   return ok;
 #endif
+}
+}  // namespace
+
+bool read_jpeg_rows_bgr(const std::string& path, int expect_w, int expect_h, int y0, int y1, int x0, int x1,
+                        cv::Mat& out) {
+  out.create(expect_h, expect_w, CV_8UC3);
+  const size_t n = static_cast<size_t>(x1 - x0) * 3;
+  return decode_jpeg_region(path, expect_w, expect_h, y0, y1, x0, x1, [&](int y, const uint8_t* row) {
+    std::memcpy(out.ptr<uint8_t>(y) + 3 * x0, row, n);
+  });
+}
+
+bool read_jpeg_region_bgr(const std::string& path, int expect_w, int expect_h, const cv::Rect& region, cv::Mat dst) {
+  Y9_CHECK_SHAPE(dst.type() == CV_8UC3 && dst.rows == region.height && dst.cols == region.width,
+                 "read_jpeg_region_bgr: destination is ", dst.cols, "x", dst.rows, " type ", dst.type(), ", region is ",
+                 region.width, "x", region.height, " CV_8UC3");
+  const size_t n = static_cast<size_t>(region.width) * 3;
+  return decode_jpeg_region(path, expect_w, expect_h, region.y, region.y + region.height, region.x,
+                            region.x + region.width, [&](int y, const uint8_t* row) {
+                              std::memcpy(dst.ptr<uint8_t>(y - region.y), row, n);
+                            });
 }
 
 }  // namespace io

@@ -39,4 +39,12 @@ ImageProbe probe_image(const std::string& path);
 bool read_jpeg_rows_bgr(const std::string& path, int expect_w, int expect_h, int y0, int y1, int x0, int x1,
                         cv::Mat& out);
 
+/// Like read_jpeg_rows_bgr, but writes exactly the pixels of `region` (within the expect_w x
+/// expect_h image) into `dst`, a region.height x region.width CV_8UC3 matrix that may be a view
+/// into a larger image (e.g. a mosaic canvas): each scanline is decoded into a row buffer and
+/// only the region's columns are copied. Same refusals (returns false, `dst` then partly
+/// written). Throws engine::IoError when the file cannot be read, engine::ShapeError when `dst`
+/// does not have the region's size and type.
+bool read_jpeg_region_bgr(const std::string& path, int expect_w, int expect_h, const cv::Rect& region, cv::Mat dst);
+
 }  // namespace io

@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "engine/error.h"
 #include "io/augment.h"
 #include "tests/io/tiny_dataset.h"
 
@@ -284,4 +285,28 @@ TEST(AugmentedDataset, MosaicFastPathBitwiseEqualsReferencePath) {
         EXPECT_EQ(sa.labels, sb.labels);
       }
   }
+}
+
+// Official mixup: (im * r + im2 * (1 - r)).astype(np.uint8), float64 products rounded one by one
+// (volatile stops any fused multiply-add in the reference), then truncated.
+TEST(Mixup, Float64BlendTruncates) {
+  cv::Mat a(37, 53, CV_8UC3), b(37, 53, CV_8UC3);
+  cv::RNG rng(3);
+  rng.fill(a, cv::RNG::UNIFORM, 0, 256);
+  rng.fill(b, cv::RNG::UNIFORM, 0, 256);
+  for (double r : {0.5, 0.4137, 0.61803398875, 1e-9, 1 - 1e-12}) {
+    cv::Mat out = a.clone();
+    io::mixup_blend(out, b, r);
+    const uint8_t* pa = a.ptr<uint8_t>();
+    const uint8_t* pb = b.ptr<uint8_t>();
+    const uint8_t* po = out.ptr<uint8_t>();
+    for (size_t i = 0; i < a.total() * 3; ++i) {
+      volatile double x = pa[i] * r;
+      volatile double y = pb[i] * (1 - r);
+      volatile double s = x + y;
+      ASSERT_EQ(po[i], static_cast<uint8_t>(static_cast<int>(s))) << "r " << r << " element " << i;
+    }
+  }
+  cv::Mat out = a.clone(), small(5, 5, CV_8UC3);
+  EXPECT_THROW(io::mixup_blend(out, small, 0.5), engine::ShapeError);
 }

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <random>
 
+#include "engine/error.h"
 #include "io/image.h"
 
 namespace {
@@ -38,6 +39,14 @@ TEST(JpegRegionDecode, EqualsFullDecodeInsideRegion) {
       ASSERT_TRUE(io::read_jpeg_rows_bgr(path, w, h, y0, y1, x0, x1, part));
       const cv::Rect r(x0, y0, x1 - x0, y1 - y0);
       ASSERT_EQ(cv::norm(part(r), full(r), cv::NORM_INF), 0.0) << w << "x" << h << " region " << r;
+      // Straight into a view of a larger canvas: the region's pixels, nothing outside the view.
+      cv::Mat canvas(r.height + 6, r.width + 10, CV_8UC3, cv::Scalar(7, 7, 7));
+      const cv::Rect at(4, 3, r.width, r.height);
+      ASSERT_TRUE(io::read_jpeg_region_bgr(path, w, h, r, canvas(at)));
+      ASSERT_EQ(cv::norm(canvas(at), full(r), cv::NORM_INF), 0.0) << w << "x" << h << " region " << r;
+      cv::Mat outside = canvas.clone();
+      outside(at).setTo(cv::Scalar(7, 7, 7));
+      ASSERT_EQ(cv::countNonZero(outside.reshape(1) != 7), 0) << "wrote outside the destination view";
     }
     std::filesystem::remove(path);
   }
@@ -50,6 +59,9 @@ TEST(JpegRegionDecode, RefusesWhatItCannotMatch) {
   const std::string color = write_jpeg("y9_region_c.jpg", 64, 48, 90, false);
   EXPECT_FALSE(io::read_jpeg_rows_bgr(color, 65, 48, 0, 48, 0, 64, part));  // size mismatch
   EXPECT_FALSE(io::read_jpeg_rows_bgr(color, 64, 48, 10, 10, 0, 64, part));  // empty region
+  cv::Mat dst(10, 10, CV_8UC3);
+  EXPECT_FALSE(io::read_jpeg_region_bgr(path, 64, 48, cv::Rect(0, 0, 10, 10), dst));  // 1-component JPEG
+  EXPECT_THROW(io::read_jpeg_region_bgr(color, 64, 48, cv::Rect(0, 0, 11, 10), dst), engine::ShapeError);
   std::filesystem::remove(path);
   std::filesystem::remove(color);
 }
