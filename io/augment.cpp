@@ -516,6 +516,16 @@ void AugmentedDataset::load_mosaic(int64_t index, Rng& rng, cv::Mat& img, PixelB
 }
 
 Sample AugmentedDataset::get(int64_t index, int epoch) const {
+  PixelOps ops;
+  Sample out = get(index, epoch, &ops);
+  if (ops.hsv) apply_hsv(out.img, ops.gh, ops.gs, ops.gv);
+  if (ops.flipud) cv::flip(out.img, out.img, 0);
+  if (ops.fliplr) cv::flip(out.img, out.img, 1);
+  return out;
+}
+
+Sample AugmentedDataset::get(int64_t index, int epoch, PixelOps* deferred) const {
+  Y9_CHECK(deferred != nullptr, "AugmentedDataset::get: null PixelOps");
   Y9_CHECK(index >= 0 && index < size(), "AugmentedDataset::get: index ", index, " out of range [0, ", size(), ")");
   Rng rng(opts_.seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(index));
   const Hyp& hyp = opts_.hyp;
@@ -564,22 +574,25 @@ Sample AugmentedDataset::get(int64_t index, int epoch) const {
     const float y1 = std::clamp(b[2], 0.0f, H - 1e-3f), y2 = std::clamp(b[4], 0.0f, H - 1e-3f);
     out.labels.push_back({b[0], (x1 + x2) / 2 / W, (y1 + y2) / 2 / H, (x2 - x1) / W, (y2 - y1) / H});
   }
+  PixelOps ops;
   if (opts_.augment) {
     // Albumentations (official step 4) is optional/version-dependent and not reproduced.
     if (hyp.hsv_h != 0 || hyp.hsv_s != 0 || hyp.hsv_v != 0) {
-      const double gh = rng.uniform(-1, 1) * hyp.hsv_h + 1, gs = rng.uniform(-1, 1) * hyp.hsv_s + 1,
-                   gv = rng.uniform(-1, 1) * hyp.hsv_v + 1;
-      apply_hsv(img, gh, gs, gv);
+      ops.hsv = true;
+      ops.gh = rng.uniform(-1, 1) * hyp.hsv_h + 1;
+      ops.gs = rng.uniform(-1, 1) * hyp.hsv_s + 1;
+      ops.gv = rng.uniform(-1, 1) * hyp.hsv_v + 1;
     }
     if (rng.random() < hyp.flipud) {
-      cv::flip(img, img, 0);
+      ops.flipud = true;
       for (auto& l : out.labels) l[2] = 1 - l[2];
     }
     if (rng.random() < hyp.fliplr) {
-      cv::flip(img, img, 1);
+      ops.fliplr = true;
       for (auto& l : out.labels) l[1] = 1 - l[1];
     }
   }
+  *deferred = ops;
   out.img = img;
   return out;
 }

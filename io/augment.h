@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "io/color.h"
 #include "io/dataset.h"
 
 namespace io {
@@ -178,6 +179,11 @@ class AugmentedDataset {
   /// Sample `index` in `epoch`: random draws come from Rng(seed, epoch, index) only.
   /// Throws engine::IoError if an image cannot be read.
   Sample get(int64_t index, int epoch) const;
+  /// The same sample with its per-pixel finishing ops (augment_hsv, flipud, fliplr) not applied
+  /// to `img` but returned in `*deferred` (labels are final, flips included), so the loader can
+  /// apply them while writing the batch planes (io::finish_to_planes). get(i, e) equals this
+  /// followed by those ops. Throws as get(); engine::Error for a null `deferred`.
+  Sample get(int64_t index, int epoch, PixelOps* deferred) const;
   /// Batch shape {h, w} of a rect batch (rect mode only), for sample `index`.
   std::array<int, 2> rect_shape(int64_t index) const;
   const RectBatches& rect() const { return rect_; }

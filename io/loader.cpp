@@ -77,13 +77,36 @@ int64_t DataLoader::num_batches() const {
 
 Batch DataLoader::make_batch(int64_t b) const {
   const int64_t lo = b * opts_.batch_size, hi = std::min<int64_t>(lo + opts_.batch_size, order_.size());
-  std::vector<Sample> samples;
-  std::vector<std::string> paths;
+  const int64_t B = hi - lo;
+  Batch out;
+  std::vector<float> targets;
+  int H = 0, W = 0;
   for (int64_t i = lo; i < hi; ++i) {
-    samples.push_back(ds_->get(order_[i], epoch_));
-    paths.push_back(ds_->records()[order_[i]].image_path);
+    // Each sample's deferred HSV/flips are applied while it is written into the batch planes
+    // (one pass, while its warped image is still in cache), then the image is released.
+    PixelOps ops;
+    Sample s = ds_->get(order_[i], epoch_, &ops);
+    if (i == lo) {
+      H = s.img.rows;
+      W = s.img.cols;
+      out.images = engine::Tensor::empty({B, 3, H, W}, engine::DType::U8);
+    }
+    Y9_CHECK_SHAPE(s.img.rows == H && s.img.cols == W && s.img.type() == CV_8UC3, "collate: sample ", i - lo, " is ",
+                   s.img.cols, "x", s.img.rows, ", batch is ", W, "x", H);
+    const size_t plane = static_cast<size_t>(H) * W;
+    uint8_t* dst = out.images.data<uint8_t>() + static_cast<size_t>(i - lo) * 3 * plane;
+    finish_to_planes(s.img, ops, dst, dst + plane, dst + 2 * plane);
+    for (const auto& l : s.labels) {
+      targets.push_back(static_cast<float>(i - lo));
+      targets.insert(targets.end(), l.begin(), l.end());
+    }
+    out.indices.push_back(s.index);
+    out.paths.push_back(ds_->records()[order_[i]].image_path);
   }
-  return collate(samples, paths);
+  const int64_t n = static_cast<int64_t>(targets.size() / 6);
+  out.targets = engine::Tensor::empty({n, 6}, engine::DType::F32);
+  std::copy(targets.begin(), targets.end(), out.targets.data<float>());
+  return out;
 }
 
 void DataLoader::stop() {
