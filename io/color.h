@@ -1,0 +1,40 @@
+// Fused per-pixel finishing of one training sample: official augment_hsv (cv2 BGR->HSV, three
+// LUTs, HSV->BGR), np.flipud, np.fliplr and the HWC->CHW (RGB planes) collate, in one pass.
+// Bitwise equal to io::apply_hsv + cv::flip + cv::split on the linked OpenCV; a one-time
+// exhaustive check against cv::cvtColor guards the fast kernels (io/color.cpp explains the model).
+#pragma once
+
+#include <opencv2/core.hpp>
+
+#include <cstdint>
+
+namespace io {
+
+/// Per-pixel finishing ops of one training sample, in the official order (augment_hsv, flipud,
+/// fliplr; utils/dataloaders.py LoadImagesAndLabels.__getitem__ of WongKinYiu/yolov9).
+/// gh, gs, gv are the hue / saturation / value gains of utils/augmentations.py augment_hsv.
+struct PixelOps {
+  bool hsv = false;
+  double gh = 1, gs = 1, gv = 1;
+  bool flipud = false, fliplr = false;
+};
+
+/// Writes the H x W x 3 uint8 BGR image `bgr` (any row step) into three H*W uint8 planes
+/// (dst_r, dst_g, dst_b: RGB order, row-major, contiguous, not aliasing `bgr`) after applying
+/// `ops`: official augment_hsv (LUTs over 0..255: hue = uint8(fmod(x*gh, 180)), sat =
+/// uint8(clip(x*gs, 0, 255)), val = uint8(clip(x*gv, 0, 255)), as io::apply_hsv), then
+/// np.flipud, then np.fliplr. The result is bitwise equal to apply_hsv + cv::flip + cv::split.
+/// Single-threaded (loader workers parallelise over samples). The first call with ops.hsv runs
+/// the exhaustive verification of fast_hsv_verified(); if it failed, the OpenCV reference path
+/// is used. Throws engine::ShapeError for an empty or non-CV_8UC3 image, engine::Error for a null
+/// plane pointer.
+void finish_to_planes(const cv::Mat& bgr, const PixelOps& ops, uint8_t* dst_r, uint8_t* dst_g, uint8_t* dst_b);
+
+/// True when the fast HSV kernel (every dispatch variant this CPU uses) was verified bitwise
+/// against cv::cvtColor of the linked OpenCV over the whole input domain: BGR2HSV on all 2^24
+/// BGR values, HSV2BGR on all 180*256*256 HSV values, both in OpenCV's SIMD-block and row-tail
+/// positions. Runs once (std::call_once, ~0.1-0.3 s); on a mismatch prints one warning line to
+/// stderr naming the first mismatching input and returns false.
+bool fast_hsv_verified();
+
+}  // namespace io
