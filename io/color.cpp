@@ -8,6 +8,8 @@
 #include <opencv2/imgproc.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <limits>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -115,8 +117,16 @@ inline void hsv_scalar(int b, int g, int r, int& h, int& s, int& v) {
   h += h < 0 ? 180 : 0;
 }
 
+inline int round_even(float x) {
+#if defined(Y9_COLOR_X86)
+  return _mm_cvtss_si32(_mm_set_ss(x));  // current (default nearest-even) mode, like cvRound
+#else
+  return static_cast<int>(std::lrint(x));
+#endif
+}
+
 inline uint8_t to_u8(float x, bool trunc) {
-  const int i = trunc ? static_cast<int>(x) : static_cast<int>(std::lrint(x));
+  const int i = trunc ? static_cast<int>(x) : round_even(x);
   return static_cast<uint8_t>(std::clamp(i, 0, 255));
 }
 
@@ -124,7 +134,7 @@ inline void bgr_scalar(int hi, int si, int vi, const Rule& rule, uint8_t& ob, ui
   const float h = static_cast<float>(hi), s = static_cast<float>(si) * (1.0f / 255.0f),
               v = static_cast<float>(vi) * (1.0f / 255.0f);
   const float hh = h * (6.0f / 180);  // hscale = 6.0f / 180 (float division) as in HSV2RGB_b
-  const float pre = std::trunc(hh);   // hh in [0, 6): trunc == floor
+  const float pre = static_cast<float>(static_cast<int>(hh));  // hh in [0, 6): trunc == floor
   const int sector = static_cast<int>(pre);
   const float f = hh - pre;
   float tab[4];
@@ -177,8 +187,15 @@ void hsv2bgr_scalar(const uint8_t* src, uint8_t* dst, int64_t n, const Rule& rul
 /// pshufb masks: channel c of 16 interleaved pixels from 16-byte part p of 48 bytes.
 struct DeintMasks {
   alignas(16) uint8_t m[3][3][16];
+  alignas(16) uint8_t inter[3][3][16];  ///< [output part][channel][byte]: the inverse shuffle
   alignas(16) uint8_t rev[16];
   DeintMasks() {
+    for (int p = 0; p < 3; ++p)
+      for (int c = 0; c < 3; ++c)
+        for (int k = 0; k < 16; ++k) {
+          const int j = 16 * p + k;
+          inter[p][c][k] = j % 3 == c ? static_cast<uint8_t>(j / 3) : 0x80;
+        }
     for (int c = 0; c < 3; ++c)
       for (int p = 0; p < 3; ++p)
         for (int j = 0; j < 16; ++j) {
@@ -345,44 +362,40 @@ Y9_AVX2 void row_avx2(const uint8_t* src, int64_t w, const Luts* luts, const Mod
   }
 }
 
-/// Stage kernels for the verification: the same inline pieces as row_avx2, interleaved output.
-Y9_AVX2 void bgr2hsv_avx2(const uint8_t* src, uint8_t* dst, int64_t n) {
-  const Tables& t = tables();
-  const DeintMasks& dm = deint_masks();
-  alignas(32) int32_t o[3][8];
-  for (int64_t i = 0; i < n; i += 8) {
-    alignas(16) uint8_t buf[48] = {0};
-    const int64_t k = std::min<int64_t>(8, n - i);
-    std::memcpy(buf, src + 3 * i, static_cast<size_t>(3 * k));
-    __m128i b, g, r;
-    deinterleave16(buf, dm, b, g, r);
-    __m256i h, s, v;
-    hsv8(_mm256_cvtepu8_epi32(b), _mm256_cvtepu8_epi32(g), _mm256_cvtepu8_epi32(r), t, h, s, v);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(o[0]), h);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(o[1]), s);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(o[2]), v);
-    for (int64_t j = 0; j < k; ++j)
-      for (int c = 0; c < 3; ++c) dst[3 * (i + j) + c] = static_cast<uint8_t>(o[c][j]);
+Y9_AVX2 inline void interleave16(__m128i c0, __m128i c1, __m128i c2, const DeintMasks& dm, uint8_t* dst) {
+  for (int p = 0; p < 3; ++p) {
+    const __m128i x0 = _mm_shuffle_epi8(c0, _mm_load_si128(reinterpret_cast<const __m128i*>(dm.inter[p][0])));
+    const __m128i x1 = _mm_shuffle_epi8(c1, _mm_load_si128(reinterpret_cast<const __m128i*>(dm.inter[p][1])));
+    const __m128i x2 = _mm_shuffle_epi8(c2, _mm_load_si128(reinterpret_cast<const __m128i*>(dm.inter[p][2])));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 16 * p), _mm_or_si128(_mm_or_si128(x0, x1), x2));
   }
 }
 
-Y9_AVX2 void hsv2bgr_avx2(const uint8_t* src, uint8_t* dst, int64_t n, const Rule& rule) {
+/// Stage kernels for the verification: the same inline pieces as row_avx2, interleaved in/out.
+/// kind 0: BGR2HSV; kind 1: HSV2BGR with `rule`. 16 pixels a step, the last through a buffer.
+Y9_AVX2 void stage_avx2(int kind, const uint8_t* src, uint8_t* dst, int64_t n, const Rule& rule) {
+  const Tables& t = tables();
   const DeintMasks& dm = deint_masks();
-  alignas(32) int32_t o[3][8];
-  for (int64_t i = 0; i < n; i += 8) {
-    alignas(16) uint8_t buf[48] = {0};
-    const int64_t k = std::min<int64_t>(8, n - i);
-    std::memcpy(buf, src + 3 * i, static_cast<size_t>(3 * k));
-    __m128i h, s, v;
-    deinterleave16(buf, dm, h, s, v);
-    __m256i b, g, r;
-    bgr8(_mm256_cvtepu8_epi32(h), _mm256_cvtepu8_epi32(s), _mm256_cvtepu8_epi32(v), rule, b, g, r);
-    const __m256i lo = _mm256_setzero_si256(), hi = _mm256_set1_epi32(255);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(o[0]), _mm256_min_epi32(_mm256_max_epi32(b, lo), hi));
-    _mm256_store_si256(reinterpret_cast<__m256i*>(o[1]), _mm256_min_epi32(_mm256_max_epi32(g, lo), hi));
-    _mm256_store_si256(reinterpret_cast<__m256i*>(o[2]), _mm256_min_epi32(_mm256_max_epi32(r, lo), hi));
-    for (int64_t j = 0; j < k; ++j)
-      for (int c = 0; c < 3; ++c) dst[3 * (i + j) + c] = static_cast<uint8_t>(o[c][j]);
+  for (int64_t i = 0; i < n; i += 16) {
+    const int64_t k = std::min<int64_t>(16, n - i);
+    alignas(16) uint8_t ibuf[48] = {0}, obuf[48];
+    const uint8_t* in = src + 3 * i;
+    if (k < 16) in = static_cast<const uint8_t*>(std::memcpy(ibuf, in, static_cast<size_t>(3 * k)));
+    __m128i c0, c1, c2;
+    deinterleave16(in, dm, c0, c1, c2);
+    __m256i o[3][2];
+    for (int half = 0; half < 2; ++half) {
+      const __m256i x0 = _mm256_cvtepu8_epi32(half ? _mm_srli_si128(c0, 8) : c0);
+      const __m256i x1 = _mm256_cvtepu8_epi32(half ? _mm_srli_si128(c1, 8) : c1);
+      const __m256i x2 = _mm256_cvtepu8_epi32(half ? _mm_srli_si128(c2, 8) : c2);
+      if (kind == 0)
+        hsv8(x0, x1, x2, t, o[0][half], o[1][half], o[2][half]);
+      else
+        bgr8(x0, x1, x2, rule, o[0][half], o[1][half], o[2][half]);
+    }
+    uint8_t* out = k < 16 ? obuf : dst + 3 * i;
+    interleave16(pack16(o[0][0], o[0][1]), pack16(o[1][0], o[1][1]), pack16(o[2][0], o[2][1]), dm, out);
+    if (k < 16) std::memcpy(dst + 3 * i, obuf, static_cast<size_t>(3 * k));
   }
 }
 #endif  // Y9_COLOR_X86
@@ -392,41 +405,147 @@ Y9_AVX2 void hsv2bgr_avx2(const uint8_t* src, uint8_t* dst, int64_t n, const Rul
 
 enum class Variant { Scalar, Avx2 };
 
+const char* variant_name(Variant v) { return v == Variant::Avx2 ? "avx2" : "scalar"; }
+
 void run_bgr2hsv(Variant var, const uint8_t* src, uint8_t* dst, int64_t n) {
 #if defined(Y9_COLOR_X86)
-  if (var == Variant::Avx2) return bgr2hsv_avx2(src, dst, n);
+  if (var == Variant::Avx2) return stage_avx2(0, src, dst, n, Rule{});
 #endif
   bgr2hsv_scalar(src, dst, n);
 }
 
 void run_hsv2bgr(Variant var, const uint8_t* src, uint8_t* dst, int64_t n, const Rule& rule) {
 #if defined(Y9_COLOR_X86)
-  if (var == Variant::Avx2) return hsv2bgr_avx2(src, dst, n, rule);
+  if (var == Variant::Avx2) return stage_avx2(1, src, dst, n, rule);
 #endif
   hsv2bgr_scalar(src, dst, n, rule);
 }
 
-/// Image of width `w` holding `n` 3-byte values value(i), padded with the last one.
-template <typename F>
-cv::Mat domain_image(int64_t n, int w, F value) {
-  const int rows = static_cast<int>((n + w - 1) / w);
-  cv::Mat m(rows, w, CV_8UC3);
-  uint8_t* p = m.data;
-  for (int64_t i = 0; i < static_cast<int64_t>(rows) * w; ++i) value(std::min(i, n - 1), p + 3 * i);
-  return m;
+/// Compares `mine` with cv::cvtColor(code) on the `n` 3-byte inputs value(i), laid out as rows
+/// of `width` pixels (the position in a row decides OpenCV's code path), in cache-sized chunks of
+/// whole rows. Returns the first differing input index, or -1.
+template <typename Value, typename Mine>
+int64_t compare_domain(int64_t n, int width, int code, Value value, Mine mine, uint8_t first_bad[3]) {
+  const int rows = std::max(1, 32768 / width);
+  const int64_t chunk = int64_t{rows} * width, nchunks = (n + chunk - 1) / chunk;
+  std::atomic<int64_t> first{std::numeric_limits<int64_t>::max()};
+  // Chunks in parallel on OpenCV's pool (serial where it has one thread or inside its workers).
+  cv::parallel_for_(cv::Range(0, static_cast<int>(nchunks)), [&](const cv::Range& range) {
+    cv::Mat src(rows, width, CV_8UC3), ref(rows, width, CV_8UC3), out(rows, width, CV_8UC3);
+    for (int c = range.start; c < range.end; ++c) {
+      const int64_t start = c * chunk;
+      if (start > first.load()) return;
+      uint8_t* p = src.data;
+      for (int64_t i = 0; i < chunk; ++i) value(std::min(start + i, n - 1), p + 3 * i);  // pad: repeat the last
+      cv::cvtColor(src, ref, code);
+      mine(src.data, out.data, chunk);
+      if (std::memcmp(out.data, ref.data, static_cast<size_t>(3 * chunk)) == 0) continue;
+      int64_t i = 0;
+      while (std::memcmp(out.data + 3 * i, ref.data + 3 * i, 3) == 0) ++i;
+      int64_t cur = first.load();
+      while (start + i < cur && !first.compare_exchange_weak(cur, start + i)) {
+      }
+      return;
+    }
+  });
+  if (first.load() == std::numeric_limits<int64_t>::max()) return -1;
+  value(first.load(), first_bad);
+  return first.load();
 }
 
-/// Index of the first differing pixel, or -1.
-int64_t first_diff(const uint8_t* a, const uint8_t* b, int64_t n) {
-  if (std::memcmp(a, b, static_cast<size_t>(3 * n)) == 0) return -1;
-  for (int64_t i = 0; i < n; ++i)
-    if (std::memcmp(a + 3 * i, b + 3 * i, 3) != 0) return i;
-  return -1;
+using Clock = std::chrono::steady_clock;
+
+/// OpenCV's HSV2BGR SIMD block width: the first row width whose pixel 0 is truncated. Probe
+/// value: hue 0, so b = tab1 = v*(1-s) (no FMA involved), with x = tab1*255 having a fraction in
+/// [0.6, 0.9] (truncation and rounding differ by one whatever the FMA details). 0: no SIMD path.
+int detect_simd_block() {
+  auto value = [](int s, int v) {
+    return static_cast<float>(v) * (1.0f / 255.0f) * (1.f - static_cast<float>(s) * (1.0f / 255.0f)) * 255.0f;
+  };
+  for (int s = 1; s < 256; ++s)
+    for (int v = 1; v < 256; ++v) {
+      const float x = value(s, v), frac = x - std::floor(x);
+      if (!(frac > 0.6f && frac < 0.9f)) continue;
+      for (int w = 1; w <= 256; ++w) {
+        cv::Mat px(1, w, CV_8UC3, cv::Scalar(0, s, v)), out;
+        cv::cvtColor(px, out, cv::COLOR_HSV2BGR);
+        if (out.data[0] == static_cast<int>(x)) return w;
+      }
+      return 0;
+    }
+  return 0;
+}
+
+constexpr int kCore = 1;  ///< BGR2HSV, SIMD block width, HSV2BGR at SIMD-block positions
+constexpr int kTail = 2;  ///< HSV2BGR at row-tail positions (needs the block width from kCore)
+
+/// Exhaustive check of one kernel variant against cv::cvtColor, the `parts` given. With
+/// `find_model` the SIMD block width is measured and the first matching rule candidate adopted;
+/// otherwise `model` is checked. Returns an empty string on success, else the first mismatch.
+std::string verify_variant(Variant var, Model& model, bool find_model, VerifyInfo& info, int parts) {
+  const auto t0 = Clock::now();
+  auto lap = [&, last = t0](const char* what) mutable {
+    const auto now = Clock::now();
+    info.steps += std::string(info.steps.empty() ? "" : ", ") + what + " " +
+                  std::to_string(std::chrono::duration<double>(now - last).count()).substr(0, 5) + " s";
+    last = now;
+  };
+  const std::string who = std::string(variant_name(var)) + " kernel: ";
+
+  // 1. BGR2HSV on all 2^24 BGR values (width 4096: OpenCV's SIMD loop; its row tail runs the
+  //    same integer code, covered by the unit tests at widths 1..70).
+  uint8_t bad[3];
+  auto at = [&](const char* what) {
+    return who + what + " differs from cv::cvtColor at input (" + std::to_string(bad[0]) + ", " +
+           std::to_string(bad[1]) + ", " + std::to_string(bad[2]) + ")";
+  };
+  auto bgr_value = [](int64_t i, uint8_t* p) {
+    p[0] = static_cast<uint8_t>(i), p[1] = static_cast<uint8_t>(i >> 8), p[2] = static_cast<uint8_t>(i >> 16);
+  };
+  if ((parts & kCore) && compare_domain(int64_t{1} << 24, 4096, cv::COLOR_BGR2HSV, bgr_value,
+                     [&](const uint8_t* src, uint8_t* dst, int64_t n) { run_bgr2hsv(var, src, dst, n); }, bad) >= 0)
+    return at("BGR2HSV");
+  if (parts & kCore) lap("BGR2HSV on 2^24 values");
+
+  // 2. HSV2BGR on all 180*256*256 values at SIMD-block positions (width a multiple of the block)
+  //    and at row-tail positions (width block-1, or any width without a SIMD path).
+  if (find_model && (parts & kCore)) {
+    model.simd_block = detect_simd_block();
+    lap("block detection");
+  }
+  const int64_t n = int64_t{180} * 256 * 256;
+  auto hsv_value = [](int64_t i, uint8_t* p) {
+    p[0] = static_cast<uint8_t>(i >> 16), p[1] = static_cast<uint8_t>(i >> 8), p[2] = static_cast<uint8_t>(i);
+  };
+  auto check = [&](int width, std::vector<Rule> candidates, Rule& rule, const char* where) -> std::string {
+    if (!find_model) candidates = {rule};
+    for (const Rule& c : candidates) {
+      auto mine = [&](const uint8_t* src, uint8_t* dst, int64_t k) { run_hsv2bgr(var, src, dst, k, c); };
+      if (compare_domain(n, width, cv::COLOR_HSV2BGR, hsv_value, mine, bad) < 0) {
+        rule = c;
+        lap(where);
+        return "";
+      }
+    }
+    return at(where);  // the last candidate's first mismatch
+  };
+  const int bsz = model.simd_block;
+  if (bsz > 0 && (parts & kCore)) {
+    const std::string e = check(bsz * ((256 + bsz - 1) / bsz),
+                                {{true, true, true}, {true, false, false}, {true, true, false}}, model.simd,
+                                "HSV2BGR at SIMD-block positions");
+    if (!e.empty()) return e;
+  }
+  if (!(parts & kTail)) return "";
+  return check(bsz > 1 ? bsz - 1 : 256, {{false, true, false}, {false, false, false}, {false, true, true}},
+               model.tail, "HSV2BGR at row-tail positions");
 }
 
 struct State {
   VerifyInfo info;
   Model model;
+  std::once_flag core_once, tail_once;
+  bool core_ok = false, tail_ok = false;
 };
 
 State& state() {
@@ -434,124 +553,37 @@ State& state() {
   return s;
 }
 
-void verify(State& st) {
-  const auto t0 = std::chrono::steady_clock::now();
+Variant primary_variant() { return cpu_has_avx2() ? Variant::Avx2 : Variant::Scalar; }
+
+/// One part of the one-time check of the variant finish_to_planes dispatches to on this CPU. The
+/// row-tail part runs only when needed (a row width not a multiple of OpenCV's block: never for
+/// 640-wide mosaics) or when the whole verification is asked for.
+void verify_part(State& st, int part) {
+  const auto t0 = Clock::now();
   VerifyInfo& info = st.info;
+  const std::string msg = verify_variant(primary_variant(), st.model, true, info, part);
+  (part == kCore ? st.core_ok : st.tail_ok) = msg.empty();
+  if (info.message.empty()) info.message = msg;
   info.avx2_cpu = cpu_has_avx2();
-  std::vector<Variant> variants{Variant::Scalar};
-  if (info.avx2_cpu) variants.push_back(Variant::Avx2);
-  bool ok[2] = {true, info.avx2_cpu};
-  auto name = [](Variant v) { return v == Variant::Avx2 ? "avx2" : "scalar"; };
-  auto fail = [&](Variant v, const std::string& msg) {
-    ok[v == Variant::Avx2] = false;
-    if (info.message.empty()) info.message = std::string(name(v)) + " kernel: " + msg;
-  };
-
-  // 1. BGR2HSV on all 2^24 BGR values (width 4096: OpenCV's SIMD loop; the tail runs the same
-  //    integer code, checked by the unit tests at widths 1..70).
-  {
-    const int64_t n = int64_t{1} << 24;
-    cv::Mat src = domain_image(n, 4096, [](int64_t i, uint8_t* p) {
-      p[0] = static_cast<uint8_t>(i), p[1] = static_cast<uint8_t>(i >> 8), p[2] = static_cast<uint8_t>(i >> 16);
-    });
-    cv::Mat ref;
-    cv::cvtColor(src, ref, cv::COLOR_BGR2HSV);
-    std::vector<uint8_t> out(static_cast<size_t>(3 * n));
-    for (Variant v : variants) {
-      run_bgr2hsv(v, src.data, out.data(), n);
-      const int64_t d = first_diff(out.data(), ref.data, n);
-      if (d >= 0) {
-        const uint8_t* p = src.data + 3 * d;
-        fail(v, "BGR2HSV differs from cv::cvtColor at BGR (" + std::to_string(p[0]) + ", " + std::to_string(p[1]) +
-                    ", " + std::to_string(p[2]) + ")");
-      }
-    }
-  }
-
-  // 2. OpenCV's HSV2BGR SIMD block width: the first row width whose pixel 0 is truncated. Probe
-  //    value: hue 0, so b = tab1 = v*(1-s) (no FMA involved), with x = tab1*255 having a fraction
-  //    in [0.6, 0.9] (truncation and rounding differ by one whatever the FMA details).
-  int s0 = -1, v0 = -1;
-  for (int s = 1; s < 256 && s0 < 0; ++s)
-    for (int v = 1; v < 256 && s0 < 0; ++v) {
-      const float x = static_cast<float>(v) * (1.0f / 255.0f) * (1.f - static_cast<float>(s) * (1.0f / 255.0f)) * 255.0f;
-      const float frac = x - std::floor(x);
-      if (frac > 0.6f && frac < 0.9f) s0 = s, v0 = v;
-    }
-  st.model.simd_block = 0;
-  if (s0 >= 0) {
-    const float x = static_cast<float>(v0) * (1.0f / 255.0f) * (1.f - static_cast<float>(s0) * (1.0f / 255.0f)) * 255.0f;
-    for (int w = 1; w <= 256; ++w) {
-      cv::Mat px(1, w, CV_8UC3, cv::Scalar(0, s0, v0)), out;
-      cv::cvtColor(px, out, cv::COLOR_HSV2BGR);
-      if (out.data[0] == static_cast<int>(x)) {
-        st.model.simd_block = w;
-        break;
-      }
-    }
-  }
+  info.variant = variant_name(primary_variant());
   info.simd_block = st.model.simd_block;
-
-  // 3. HSV2BGR on all 180*256*256 values, at SIMD-block positions (width a multiple of the block)
-  //    and at row-tail positions (width block-1, or any width without a SIMD path). The first rule
-  //    candidate that matches for the scalar kernel is adopted; AVX2 must match it too.
-  const int64_t n = int64_t{180} * 256 * 256;
-  auto hsv_value = [](int64_t i, uint8_t* p) {
-    p[0] = static_cast<uint8_t>(i >> 16), p[1] = static_cast<uint8_t>(i >> 8), p[2] = static_cast<uint8_t>(i);
-  };
-  auto check_rule = [&](int width, const std::vector<Rule>& candidates, Rule& chosen, const char* where) {
-    cv::Mat src = domain_image(n, width, hsv_value), ref;
-    cv::cvtColor(src, ref, cv::COLOR_HSV2BGR);
-    std::vector<uint8_t> out(static_cast<size_t>(3 * n));
-    int64_t first_bad = -1;
-    bool found = false;
-    for (const Rule& c : candidates) {
-      hsv2bgr_scalar(src.data, out.data(), n, c);
-      const int64_t d = first_diff(out.data(), ref.data, n);
-      if (d < 0) {
-        chosen = c, found = true;
-        break;
-      }
-      if (first_bad < 0) first_bad = d;
-    }
-    auto at = [&](int64_t d) {
-      const uint8_t* p = src.data + 3 * d;
-      return std::string("HSV2BGR (") + where + ") differs from cv::cvtColor at HSV (" + std::to_string(p[0]) + ", " +
-             std::to_string(p[1]) + ", " + std::to_string(p[2]) + ")";
-    };
-    if (!found) {
-      fail(Variant::Scalar, at(first_bad));
-      if (ok[1]) fail(Variant::Avx2, at(first_bad));
-      return;
-    }
-    if (ok[1]) {
-      run_hsv2bgr(Variant::Avx2, src.data, out.data(), n, chosen);
-      const int64_t d = first_diff(out.data(), ref.data, n);
-      if (d >= 0) fail(Variant::Avx2, at(d));
-    }
-  };
-  const int bsz = st.model.simd_block;
-  if (bsz > 0) {
-    check_rule(bsz * ((256 + bsz - 1) / bsz), {{true, true, true}, {true, false, false}, {true, true, false}},
-               st.model.simd, "SIMD block");
-    info.simd_rule = rule_name(st.model.simd);
-  }
-  check_rule(bsz > 1 ? bsz - 1 : 256, {{false, true, false}, {false, false, false}, {false, true, true}}, st.model.tail,
-             "row tail");
-  info.tail_rule = rule_name(st.model.tail);
-
-  info.scalar_ok = ok[0];
-  info.avx2_ok = ok[1];
-  info.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (!info.message.empty())
-    std::fprintf(stderr, "warning: io::finish_to_planes: fast HSV %s; using the OpenCV reference path for it\n",
-                 info.message.c_str());
+  info.simd_rule = st.model.simd_block > 0 ? rule_name(st.model.simd) : "(no SIMD path)";
+  if (part == kTail) info.tail_rule = rule_name(st.model.tail);
+  info.seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+  if (!msg.empty())
+    std::fprintf(stderr, "warning: io::finish_to_planes: fast HSV %s; using the OpenCV reference path\n", msg.c_str());
 }
 
-const State& verified_state() {
-  static std::once_flag once;
-  std::call_once(once, [] { verify(state()); });
-  return state();
+/// The state after the parts needed for a row width (`width` < 0: every part).
+const State& verified_state(int64_t width) {
+  State& st = state();
+  std::call_once(st.core_once, [&] { verify_part(st, kCore); });
+  if (width < 0 || (st.core_ok && st.model.nsimd(width) < width))
+    std::call_once(st.tail_once, [&] {
+      verify_part(st, kTail);
+      st.info.ok = st.core_ok && st.tail_ok;
+    });
+  return st;
 }
 
 void check_args(const cv::Mat& bgr, const uint8_t* r, const uint8_t* g, const uint8_t* b) {
@@ -601,20 +633,37 @@ bool cpu_has_avx2() {
 #endif
 }
 
-const VerifyInfo& verify_info() { return verified_state().info; }
+const VerifyInfo& verify_info() { return verified_state(-1).info; }
+
+VerifyInfo verify_now(Path variant) {
+  Y9_CHECK(variant == Path::Scalar || variant == Path::Avx2, "verify_now: pass Path::Scalar or Path::Avx2");
+  if (variant == Path::Avx2) Y9_CHECK(cpu_has_avx2(), "verify_now: this CPU has no AVX2+FMA");
+  const Variant var = variant == Path::Avx2 ? Variant::Avx2 : Variant::Scalar;
+  const auto t0 = Clock::now();
+  VerifyInfo info;
+  Model model;
+  info.avx2_cpu = cpu_has_avx2();
+  info.variant = variant_name(var);
+  info.message = verify_variant(var, model, true, info, kCore | kTail);
+  info.ok = info.message.empty();
+  info.simd_block = model.simd_block;
+  info.simd_rule = model.simd_block > 0 ? rule_name(model.simd) : "(no SIMD path)";
+  info.tail_rule = rule_name(model.tail);
+  info.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return info;
+}
 
 void finish_to_planes(const cv::Mat& bgr, const PixelOps& ops, uint8_t* dst_r, uint8_t* dst_g, uint8_t* dst_b,
                       Path path) {
   check_args(bgr, dst_r, dst_g, dst_b);
   if (path == Path::Reference) return reference(bgr, ops, dst_r, dst_g, dst_b);
   if (path == Path::Avx2) Y9_CHECK(cpu_has_avx2(), "finish_to_planes: this CPU has no AVX2+FMA");
-  Variant var = path == Path::Avx2 || (path == Path::Auto && cpu_has_avx2()) ? Variant::Avx2 : Variant::Scalar;
+  const Variant var = path == Path::Auto ? primary_variant() : path == Path::Avx2 ? Variant::Avx2 : Variant::Scalar;
   // The flips and the deinterleave are exact byte moves; only the HSV math needs the verification.
-  const State& st = ops.hsv ? verified_state() : state();
-  if (path == Path::Auto && ops.hsv) {
-    if (var == Variant::Avx2 && !st.info.avx2_ok) var = Variant::Scalar;
-    if (var == Variant::Scalar && !st.info.scalar_ok) return reference(bgr, ops, dst_r, dst_g, dst_b);
-  }
+  const State& st = ops.hsv ? verified_state(bgr.cols) : state();
+  const bool need_tail = st.model.nsimd(bgr.cols) < bgr.cols;
+  if (path == Path::Auto && ops.hsv && !(st.core_ok && (st.tail_ok || !need_tail)))
+    return reference(bgr, ops, dst_r, dst_g, dst_b);
   fast(bgr, ops, dst_r, dst_g, dst_b, var, st.model);
 }
 
@@ -624,9 +673,6 @@ void finish_to_planes(const cv::Mat& bgr, const PixelOps& ops, uint8_t* dst_r, u
   color_detail::finish_to_planes(bgr, ops, dst_r, dst_g, dst_b, color_detail::Path::Auto);
 }
 
-bool fast_hsv_verified() {
-  const color_detail::VerifyInfo& info = color_detail::verify_info();
-  return info.scalar_ok && (info.avx2_ok || !info.avx2_cpu);
-}
+bool fast_hsv_verified() { return color_detail::verify_info().ok; }
 
 }  // namespace io

@@ -33,8 +33,10 @@ void finish_to_planes(const cv::Mat& bgr, const PixelOps& ops, uint8_t* dst_r, u
 /// True when the fast HSV kernel (every dispatch variant this CPU uses) was verified bitwise
 /// against cv::cvtColor of the linked OpenCV over the whole input domain: BGR2HSV on all 2^24
 /// BGR values, HSV2BGR on all 180*256*256 HSV values, both in OpenCV's SIMD-block and row-tail
-/// positions. Runs once (std::call_once, ~0.1-0.3 s); on a mismatch prints one warning line to
-/// stderr naming the first mismatching input and returns false.
+/// positions. Runs once (std::call_once; about 0.4 s on one core, split over OpenCV's threads);
+/// on a mismatch prints one warning line to stderr naming the first mismatching input and
+/// returns false. finish_to_planes runs the row-tail part only for a row width that has a tail in
+/// OpenCV (not a multiple of its 32-pixel AVX2 block; 640-wide mosaics have none).
 bool fast_hsv_verified();
 
 }  // namespace io

@@ -10,7 +10,7 @@
 namespace io::color_detail {
 
 enum class Path {
-  Auto,       ///< what finish_to_planes uses: AVX2 or scalar if verified, else Reference
+  Auto,       ///< what finish_to_planes uses: AVX2 (else scalar) if verified, else Reference
   Reference,  ///< cv::cvtColor + cv::LUT + cv::cvtColor (io::apply_hsv) + cv::flip + cv::split
   Scalar,     ///< portable fast kernel (x86-64 baseline), even if unverified
   Avx2,       ///< AVX2+FMA fast kernel, even if unverified; throws engine::Error without AVX2
@@ -20,18 +20,27 @@ enum class Path {
 void finish_to_planes(const cv::Mat& bgr, const PixelOps& ops, uint8_t* dst_r, uint8_t* dst_g, uint8_t* dst_b,
                       Path path);
 
-/// Outcome of the one-time verification (runs it if it has not run yet).
+/// Outcome of an exhaustive verification of one kernel variant against cv::cvtColor.
 struct VerifyInfo {
-  bool scalar_ok = false;    ///< scalar kernel equals cvtColor on the whole domain
-  bool avx2_ok = false;      ///< AVX2 kernel equals cvtColor on the whole domain (false without AVX2)
-  bool avx2_cpu = false;     ///< this CPU has AVX2 and FMA
-  int simd_block = 0;        ///< OpenCV HSV2BGR SIMD block width in pixels (0: no SIMD path)
-  std::string simd_rule;     ///< conversion rule found for pixels in OpenCV's SIMD blocks
-  std::string tail_rule;     ///< conversion rule found for the pixels of a row's tail
-  double seconds = 0;        ///< wall time of the verification
-  std::string message;       ///< first mismatch, empty when everything matched
+  std::string variant;     ///< "avx2" or "scalar"
+  bool ok = false;         ///< the variant equals cvtColor on the whole domain
+  bool avx2_cpu = false;   ///< this CPU has AVX2 and FMA
+  int simd_block = 0;      ///< OpenCV HSV2BGR SIMD block width in pixels (0: no SIMD path)
+  std::string simd_rule;   ///< conversion rule found for pixels in OpenCV's SIMD blocks
+  std::string tail_rule;   ///< conversion rule found for the pixels of a row's tail
+  double seconds = 0;      ///< wall time of the verification
+  std::string steps;       ///< time of each step
+  std::string message;     ///< first mismatch, empty when everything matched
 };
+
+/// The one-time verification behind io::fast_hsv_verified(): it checks the variant that
+/// finish_to_planes dispatches to on this CPU (AVX2 when available, else scalar).
 const VerifyInfo& verify_info();
+
+/// Runs a fresh exhaustive verification of `variant` (Path::Scalar or Path::Avx2), e.g. for the
+/// variant this CPU does not dispatch to. Throws engine::Error for another Path or AVX2 on a CPU
+/// without it. Takes seconds for the scalar kernel.
+VerifyInfo verify_now(Path variant);
 
 /// True when the AVX2 variant can run on this CPU.
 bool cpu_has_avx2();

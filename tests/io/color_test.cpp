@@ -96,14 +96,34 @@ void check_image(const cv::Mat& img, const std::string& what) {
 
 }  // namespace
 
+void print_info(const io::color_detail::VerifyInfo& info) {
+  std::printf("%s kernel: %s in %.3f s (%s); OpenCV HSV2BGR SIMD block %d px, SIMD rule [%s], tail rule [%s]\n",
+              info.variant.c_str(), info.ok ? "verified" : "FAILED", info.seconds, info.steps.c_str(), info.simd_block,
+              info.simd_rule.c_str(), info.tail_rule.c_str());
+}
+
 TEST(FinishToPlanes, ExhaustiveVerificationPasses) {
+  // The one-time check of the kernel finish_to_planes dispatches to (AVX2 where available).
   ASSERT_TRUE(io::fast_hsv_verified()) << io::color_detail::verify_info().message;
   const auto& info = io::color_detail::verify_info();
-  std::printf("verification: %.3f s, OpenCV HSV2BGR SIMD block %d px, SIMD rule [%s], tail rule [%s], avx2 %s\n",
-              info.seconds, info.simd_block, info.simd_rule.c_str(), info.tail_rule.c_str(),
-              info.avx2_cpu ? (info.avx2_ok ? "verified" : "FAILED") : "not on this CPU");
-  EXPECT_TRUE(info.scalar_ok);
+  print_info(info);
   EXPECT_TRUE(info.message.empty());
+  EXPECT_EQ(info.variant, io::color_detail::cpu_has_avx2() ? "avx2" : "scalar");
+}
+
+TEST(FinishToPlanes, ExhaustiveVerificationOfEveryVariant) {
+  // The variants this CPU does not dispatch to get the same exhaustive check (fresh model search).
+  const auto& primary = io::color_detail::verify_info();
+  std::vector<Path> variants{Path::Scalar};
+  if (io::color_detail::cpu_has_avx2()) variants.push_back(Path::Avx2);
+  for (Path p : variants) {
+    const io::color_detail::VerifyInfo info = io::color_detail::verify_now(p);
+    print_info(info);
+    EXPECT_TRUE(info.ok) << info.message;
+    EXPECT_EQ(info.simd_block, primary.simd_block);
+    EXPECT_EQ(info.simd_rule, primary.simd_rule);
+    EXPECT_EQ(info.tail_rule, primary.tail_rule);
+  }
 }
 
 TEST(FinishToPlanes, OddSizesEqualOpenCV) {
