@@ -93,11 +93,13 @@ struct Luts {
   alignas(32) int32_t h[256];
   alignas(32) int32_t s[256];
   alignas(32) int32_t v[256];
+  alignas(32) int32_t sdiv_v[256];  ///< sdiv_table[x] | v[x] << 24 (one gather for both, AVX2 kernel)
   Luts(double gh, double gs, double gv) {
     for (int x = 0; x < 256; ++x) {  // exactly io::apply_hsv's LUT
       h[x] = static_cast<uint8_t>(std::fmod(x * gh, 180.0));
       s[x] = static_cast<uint8_t>(std::clamp(x * gs, 0.0, 255.0));
       v[x] = static_cast<uint8_t>(std::clamp(x * gv, 0.0, 255.0));
+      sdiv_v[x] = static_cast<int32_t>(static_cast<uint32_t>(tables().sdiv[x]) | static_cast<uint32_t>(v[x]) << 24);
     }
   }
 };
@@ -223,14 +225,18 @@ Y9_AVX2 inline void deinterleave16(const uint8_t* src, const DeintMasks& dm, __m
   }
 }
 
-/// RGB2HSV_b on 8 pixels (int32 lanes in 0..255).
-Y9_AVX2 inline void hsv8(__m256i b, __m256i g, __m256i r, const Tables& t, __m256i& h, __m256i& s, __m256i& v) {
+/// RGB2HSV_b on 8 pixels (int32 lanes in 0..255). `sdiv_tab[v]` holds sdiv_table[v] in its low 20
+/// bits (sdiv <= 255 << 12); the fused kernel packs LUT_val[v] into bits 24..31 and gets the
+/// gathered word back in `sraw`, saving one gather.
+Y9_AVX2 inline void hsv8(__m256i b, __m256i g, __m256i r, const Tables& t, const int32_t* sdiv_tab, __m256i& h,
+                         __m256i& s, __m256i& v, __m256i& sraw) {
   v = _mm256_max_epi32(b, _mm256_max_epi32(g, r));
   const __m256i vmin = _mm256_min_epi32(b, _mm256_min_epi32(g, r));
   const __m256i diff = _mm256_sub_epi32(v, vmin);
   const __m256i vr = _mm256_cmpeq_epi32(v, r), vg = _mm256_cmpeq_epi32(v, g);
   const __m256i half = _mm256_set1_epi32(1 << 11);
-  const __m256i sdiv = _mm256_i32gather_epi32(t.sdiv, v, 4);
+  sraw = _mm256_i32gather_epi32(sdiv_tab, v, 4);
+  const __m256i sdiv = _mm256_and_si256(sraw, _mm256_set1_epi32(0xFFFFF));
   s = _mm256_srai_epi32(_mm256_add_epi32(_mm256_mullo_epi32(diff, sdiv), half), 12);
   const __m256i gb = _mm256_sub_epi32(g, b);
   const __m256i br = _mm256_add_epi32(_mm256_sub_epi32(b, r), _mm256_slli_epi32(diff, 1));
@@ -315,11 +321,11 @@ Y9_AVX2 inline void finish16(const uint8_t* src, int64_t x0, const Luts* luts, c
     const __m128i sh = half ? _mm_srli_si128(b, 8) : b;
     const __m128i gh = half ? _mm_srli_si128(g, 8) : g;
     const __m128i rh = half ? _mm_srli_si128(r, 8) : r;
-    __m256i h, s, v;
-    hsv8(_mm256_cvtepu8_epi32(sh), _mm256_cvtepu8_epi32(gh), _mm256_cvtepu8_epi32(rh), t, h, s, v);
+    __m256i h, s, v, sraw;
+    hsv8(_mm256_cvtepu8_epi32(sh), _mm256_cvtepu8_epi32(gh), _mm256_cvtepu8_epi32(rh), t, luts->sdiv_v, h, s, v, sraw);
     h = _mm256_i32gather_epi32(luts->h, h, 4);
     s = _mm256_i32gather_epi32(luts->s, s, 4);
-    v = _mm256_i32gather_epi32(luts->v, v, 4);
+    v = _mm256_srli_epi32(sraw, 24);  // LUT_val[v]
     bgr8_at(h, s, v, x0 + 8 * half, m, nsimd, res[0][half], res[1][half], res[2][half]);
   }
   ob = pack16(res[0][0], res[0][1]);
@@ -388,8 +394,9 @@ Y9_AVX2 void stage_avx2(int kind, const uint8_t* src, uint8_t* dst, int64_t n, c
       const __m256i x0 = _mm256_cvtepu8_epi32(half ? _mm_srli_si128(c0, 8) : c0);
       const __m256i x1 = _mm256_cvtepu8_epi32(half ? _mm_srli_si128(c1, 8) : c1);
       const __m256i x2 = _mm256_cvtepu8_epi32(half ? _mm_srli_si128(c2, 8) : c2);
+      __m256i sraw;
       if (kind == 0)
-        hsv8(x0, x1, x2, t, o[0][half], o[1][half], o[2][half]);
+        hsv8(x0, x1, x2, t, t.sdiv, o[0][half], o[1][half], o[2][half], sraw);
       else
         bgr8(x0, x1, x2, rule, o[0][half], o[1][half], o[2][half]);
     }
