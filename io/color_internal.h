@@ -10,7 +10,7 @@
 namespace io::color_detail {
 
 enum class Path {
-  Auto,       ///< what finish_to_planes uses: AVX2 (else scalar) if verified, else Reference
+  Auto,       ///< what finish_to_planes uses: AVX2 if this CPU has it and it verified, else Reference
   Reference,  ///< cv::cvtColor + cv::LUT + cv::cvtColor (io::apply_hsv) + cv::flip + cv::split
   Scalar,     ///< portable fast kernel (x86-64 baseline), even if unverified
   Avx2,       ///< AVX2+FMA fast kernel, even if unverified; throws engine::Error without AVX2
