@@ -25,9 +25,9 @@ struct PixelOps {
 /// uint8(clip(x*gs, 0, 255)), val = uint8(clip(x*gv, 0, 255)), as io::apply_hsv), then
 /// np.flipud, then np.fliplr. The result is bitwise equal to apply_hsv + cv::flip + cv::split.
 /// Single-threaded (loader workers parallelise over samples). The first call with ops.hsv runs
-/// the exhaustive verification of fast_hsv_verified(); if it failed, or the CPU lacks AVX2+FMA,
-/// the OpenCV reference path is used. Throws engine::ShapeError for an empty or non-CV_8UC3 image, engine::Error for a null
-/// plane pointer.
+/// the verification of fast_hsv_verified() (its row-tail part only once a row width needs it);
+/// if that failed, or the CPU lacks AVX2+FMA, the OpenCV reference path is used. Throws
+/// engine::ShapeError for an empty or non-CV_8UC3 image, engine::Error for a null plane pointer.
 void finish_to_planes(const cv::Mat& bgr, const PixelOps& ops, uint8_t* dst_r, uint8_t* dst_g, uint8_t* dst_b);
 
 /// True when the fast HSV kernel (every dispatch variant this CPU uses) was verified bitwise
