@@ -314,6 +314,7 @@ ValResult run_validation(const Predictor& predictor, std::shared_ptr<const io::A
   const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   lo.workers = std::max(0, std::min({hw, opts.batch_size > 1 ? opts.batch_size : 0, opts.workers}));
   lo.shuffle = false;
+  lo.epochs = 1;  // only epoch 0 is read: no prefetch into an epoch 1
   io::DataLoader loader(ds, lo);
   loader.start_epoch(0);
 

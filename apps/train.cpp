@@ -555,6 +555,7 @@ int run_train(TrainOptions o, bool resume_flag) {
   tl.workers = workers;
   tl.shuffle = !o.rect;
   tl.seed = static_cast<uint64_t>(o.seed);
+  tl.epochs = static_cast<int>(o.epochs);  // workers prefetch across epochs, never past the last
   io::DataLoader train_loader(train_ds, tl);
   std::shared_ptr<const io::AugmentedDataset> val_ds;
   ValOptions vo;

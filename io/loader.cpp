@@ -1,10 +1,14 @@
-// DataLoader worker threads, prefetch queue, collate and the distributed sampler.
+// DataLoader persistent worker threads, cross-epoch bounded prefetch, collate (optionally into
+// pinned host memory) and the distributed sampler.
 #include "io/loader.h"
 
 #include <algorithm>
 #include <numeric>
 
+#include <opencv2/core.hpp>
+
 #include "engine/error.h"
+#include "engine/pinned_allocator.h"
 
 namespace io {
 
@@ -27,16 +31,17 @@ std::vector<int64_t> distributed_indices(int64_t n, int rank, int world_size, bo
   return out;
 }
 
-Batch collate(const std::vector<Sample>& samples, const std::vector<std::string>& paths) {
+Batch collate(const std::vector<Sample>& samples, const std::vector<std::string>& paths,
+              engine::Allocator* allocator) {
   Y9_CHECK_SHAPE(!samples.empty(), "collate: empty batch");
   const int64_t B = static_cast<int64_t>(samples.size());
   const int H = samples[0].img.rows, W = samples[0].img.cols;
   Batch b;
-  b.images = engine::Tensor::empty({B, 3, H, W}, engine::DType::U8);
+  b.images = engine::empty_from_allocator(allocator, {B, 3, H, W}, engine::DType::U8);
   uint8_t* dst = b.images.data<uint8_t>();
   int64_t n = 0;
   for (const auto& s : samples) n += static_cast<int64_t>(s.labels.size());
-  b.targets = engine::Tensor::empty({n, 6}, engine::DType::F32);
+  b.targets = engine::empty_from_allocator(allocator, {n, 6}, engine::DType::F32);
   float* t = b.targets.data<float>();
   const size_t plane = static_cast<size_t>(H) * W;
   for (int64_t i = 0; i < B; ++i) {
@@ -62,34 +67,65 @@ Batch collate(const std::vector<Sample>& samples, const std::vector<std::string>
 DataLoader::DataLoader(std::shared_ptr<const AugmentedDataset> ds, LoaderOptions opts)
     : ds_(std::move(ds)), opts_(opts) {
   Y9_CHECK(ds_ != nullptr, "DataLoader: null dataset");
+  Y9_CHECK(ds_->size() > 0, "DataLoader: empty dataset");
   Y9_CHECK(opts_.batch_size > 0, "DataLoader: batch_size must be > 0");
   Y9_CHECK(opts_.workers >= 0 && opts_.prefetch > 0, "DataLoader: workers >= 0 and prefetch > 0 required");
+  Y9_CHECK(opts_.epochs >= 0, "DataLoader: epochs must be >= 0 (0 = unbounded)");
+  Y9_CHECK(opts_.world_size > 0 && opts_.rank >= 0 && opts_.rank < opts_.world_size, "DataLoader: rank ",
+           opts_.rank, " not in [0, ", opts_.world_size, ")");
+  // Official dataloaders.py: cv2.setNumThreads(0) at import (process-wide, once).
+  static const bool cv_single_threaded = [] {
+    cv::setNumThreads(0);
+    return true;
+  }();
+  (void)cv_single_threaded;
   opts_.batch_size = static_cast<int>(std::min<int64_t>(opts_.batch_size, ds_->size()));  // official min(batch, n)
   if (ds_->options().rect) opts_.shuffle = false;
+  per_rank_ = (ds_->size() + opts_.world_size - 1) / opts_.world_size;  // distributed_indices' length
+  nb_ = opts_.drop_last ? per_rank_ / opts_.batch_size : (per_rank_ + opts_.batch_size - 1) / opts_.batch_size;
+  if (opts_.pin_memory) pinned_ = engine::pinned_host_allocator();  // nullptr without a usable GPU
 }
 
-DataLoader::~DataLoader() { stop(); }
-
-int64_t DataLoader::num_batches() const {
-  const int64_t n = static_cast<int64_t>(order_.size());
-  return opts_.drop_last ? n / opts_.batch_size : (n + opts_.batch_size - 1) / opts_.batch_size;
+DataLoader::~DataLoader() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stopping_ = true;
+    generation_++;
+  }
+  work_cv_.notify_all();
+  for (auto& w : workers_) w.join();
 }
 
-Batch DataLoader::make_batch(int64_t b) const {
-  const int64_t lo = b * opts_.batch_size, hi = std::min<int64_t>(lo + opts_.batch_size, order_.size());
+DataLoader::Order DataLoader::order_for(int epoch) const {
+  return std::make_shared<const std::vector<int64_t>>(
+      distributed_indices(ds_->size(), opts_.rank, opts_.world_size, opts_.shuffle, opts_.seed, epoch));
+}
+
+LoaderStats DataLoader::stats() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return stats_;
+}
+
+std::optional<Batch> DataLoader::make_batch(const std::vector<int64_t>& order, int epoch, int64_t b,
+                                            uint64_t gen) const {
+  const int64_t lo = b * opts_.batch_size, hi = std::min<int64_t>(lo + opts_.batch_size, order.size());
   const int64_t B = hi - lo;
   Batch out;
   std::vector<float> targets;
   int H = 0, W = 0;
+  out.indices.reserve(static_cast<size_t>(B));
+  out.paths.reserve(static_cast<size_t>(B));
   for (int64_t i = lo; i < hi; ++i) {
+    if (stopping_.load(std::memory_order_relaxed) || generation_.load(std::memory_order_relaxed) != gen)
+      return std::nullopt;  // discarded or shutting down: stop early
     // Each sample's deferred HSV/flips are applied while it is written into the batch planes
     // (one pass, while its warped image is still in cache), then the image is released.
     PixelOps ops;
-    Sample s = ds_->get(order_[i], epoch_, &ops);
+    Sample s = ds_->get(order[i], epoch, &ops);
     if (i == lo) {
       H = s.img.rows;
       W = s.img.cols;
-      out.images = engine::Tensor::empty({B, 3, H, W}, engine::DType::U8);
+      out.images = engine::empty_from_allocator(pinned_, {B, 3, H, W}, engine::DType::U8);
     }
     Y9_CHECK_SHAPE(s.img.rows == H && s.img.cols == W && s.img.type() == CV_8UC3, "collate: sample ", i - lo, " is ",
                    s.img.cols, "x", s.img.rows, ", batch is ", W, "x", H);
@@ -101,73 +137,129 @@ Batch DataLoader::make_batch(int64_t b) const {
       targets.insert(targets.end(), l.begin(), l.end());
     }
     out.indices.push_back(s.index);
-    out.paths.push_back(ds_->records()[order_[i]].image_path);
+    out.paths.push_back(ds_->records()[order[i]].image_path);
   }
   const int64_t n = static_cast<int64_t>(targets.size() / 6);
-  out.targets = engine::Tensor::empty({n, 6}, engine::DType::F32);
+  out.targets = engine::empty_from_allocator(pinned_, {n, 6}, engine::DType::F32);
   std::copy(targets.begin(), targets.end(), out.targets.data<float>());
   return out;
 }
 
-void DataLoader::stop() {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    stopping_ = true;
-  }
-  cv_.notify_all();
-  for (auto& w : workers_) w.join();
-  workers_.clear();
-  ready_.clear();
-  stopping_ = false;
+bool DataLoader::can_claim_locked() const {
+  if (!started_ || nb_ == 0 || outstanding_ >= opts_.prefetch) return false;
+  return next_to_make_ < nb_ ? may_produce(make_epoch_) : may_produce(make_epoch_ + 1);
 }
 
 void DataLoader::worker_loop() {
+  std::unique_lock<std::mutex> lk(mu_);
   for (;;) {
-    int64_t b;
-    {
-      std::unique_lock<std::mutex> lk(mu_);
-      cv_.wait(lk, [&] {
-        return stopping_ || error_ || next_to_make_ >= num_batches() || next_to_make_ < next_to_give_ + opts_.prefetch;
-      });
-      if (stopping_ || error_ || next_to_make_ >= num_batches()) return;
-      b = next_to_make_++;
+    work_cv_.wait(lk, [&] { return stopping_ || fatal_ || can_claim_locked(); });
+    if (stopping_ || fatal_) return;
+    if (next_to_make_ >= nb_) {  // the epoch is fully claimed: continue with the next one
+      try {
+        make_order_ = order_for(make_epoch_ + 1);
+      } catch (...) {
+        fatal_ = std::current_exception();
+        ready_cv_.notify_all();
+        return;
+      }
+      ++make_epoch_;
+      next_to_make_ = 0;
     }
+    const int epoch = make_epoch_;
+    const Order order = make_order_;
+    const int64_t b = next_to_make_++;
+    const uint64_t gen = generation_;
+    ++outstanding_;
+    ++stats_.claimed;
+    stats_.max_epoch_claimed = std::max(stats_.max_epoch_claimed, epoch);
+    lk.unlock();
+
+    Slot slot;
+    bool cancelled = false;
     try {
-      Batch batch = make_batch(b);
-      std::lock_guard<std::mutex> lk(mu_);
-      ready_.emplace(b, std::move(batch));
+      std::optional<Batch> batch = make_batch(*order, epoch, b, gen);
+      if (batch) slot.batch = std::move(*batch);
+      else cancelled = true;
     } catch (...) {
-      std::lock_guard<std::mutex> lk(mu_);
-      if (!error_) error_ = std::current_exception();
+      slot.error = std::current_exception();
     }
-    cv_.notify_all();
+
+    lk.lock();
+    // A restart since the claim reset outstanding_ and counted this batch as discarded.
+    if (cancelled || gen != generation_) continue;
+    ready_.emplace(std::make_pair(epoch, b), std::move(slot));
+    ready_cv_.notify_all();
   }
+}
+
+void DataLoader::restart_locked(int epoch, std::map<std::pair<int, int64_t>, Slot>& dropped) {
+  generation_++;
+  stats_.discarded += outstanding_;  // queued and in-flight batches of the old stream
+  dropped.swap(ready_);             // freed by the caller outside the lock
+  outstanding_ = 0;
+  make_epoch_ = epoch;
+  make_order_ = order_for(epoch);
+  next_to_make_ = 0;
+  epoch_ = epoch;
+  order_ = make_order_;
+  next_to_give_ = 0;
+  started_ = true;
 }
 
 void DataLoader::start_epoch(int epoch) {
-  stop();
-  epoch_ = epoch;
-  order_ = distributed_indices(ds_->size(), opts_.rank, opts_.world_size, opts_.shuffle, opts_.seed, epoch);
-  next_to_make_ = next_to_give_ = 0;
-  error_ = nullptr;
-  for (int i = 0; i < opts_.workers; ++i) workers_.emplace_back([this] { worker_loop(); });
+  Y9_CHECK(epoch >= 0, "DataLoader::start_epoch: negative epoch ", epoch);
+  std::map<std::pair<int, int64_t>, Slot> dropped;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    const bool same_untouched = started_ && epoch == epoch_ && next_to_give_ == 0;
+    const bool continues = started_ && epoch == epoch_ + 1 && next_to_give_ >= nb_;
+    if (same_untouched) return;
+    if (continues) {  // the stream already runs into `epoch`: keep what is produced
+      epoch_ = epoch;
+      next_to_give_ = 0;
+      order_ = make_epoch_ == epoch ? make_order_ : order_for(epoch);
+      return;
+    }
+    restart_locked(epoch, dropped);
+  }
+  work_cv_.notify_all();
+  if (workers_.empty())
+    for (int i = 0; i < opts_.workers; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
 bool DataLoader::next(Batch& out) {
-  if (next_to_give_ >= num_batches()) return false;
-  if (opts_.workers == 0) {
-    out = make_batch(next_to_give_++);
-    return true;
+  Slot slot;
+  {
+    std::unique_lock<std::mutex> lk(mu_);
+    Y9_CHECK(started_, "DataLoader::next called before start_epoch");
+    if (fatal_) std::rethrow_exception(fatal_);
+    if (next_to_give_ >= nb_) return false;
+    Y9_CHECK(may_produce(epoch_), "DataLoader::next: epoch ", epoch_, " is past LoaderOptions::epochs = ",
+             opts_.epochs);
+    if (opts_.workers == 0) {
+      const int64_t b = next_to_give_++;
+      const Order order = order_;
+      const uint64_t gen = generation_;
+      ++stats_.claimed;
+      stats_.max_epoch_claimed = std::max(stats_.max_epoch_claimed, epoch_);
+      const int epoch = epoch_;
+      lk.unlock();
+      out = std::move(*make_batch(*order, epoch, b, gen));  // never cancelled: only we restart
+      return true;
+    }
+    const std::pair<int, int64_t> key{epoch_, next_to_give_};
+    ready_cv_.wait(lk, [&] { return fatal_ || ready_.count(key) > 0; });
+    if (fatal_) std::rethrow_exception(fatal_);
+    auto it = ready_.find(key);
+    slot = std::move(it->second);
+    ready_.erase(it);
+    next_to_give_++;
+    outstanding_--;
   }
-  std::unique_lock<std::mutex> lk(mu_);
-  cv_.wait(lk, [&] { return error_ || ready_.count(next_to_give_) > 0; });
-  if (error_) std::rethrow_exception(error_);
-  auto it = ready_.find(next_to_give_);
-  out = std::move(it->second);
-  ready_.erase(it);
-  next_to_give_++;
-  lk.unlock();
-  cv_.notify_all();
+  work_cv_.notify_one();  // one more batch may be claimed
+  if (slot.error) std::rethrow_exception(slot.error);
+  out = std::move(slot.batch);  // the previous batch in `out` is freed here, outside the lock
   return true;
 }
 

@@ -1,17 +1,24 @@
-// DataLoader: worker threads producing collated batches into a bounded prefetch queue, and the
-// distributed sampler. Collate matches the official collate_fn (utils/dataloaders.py,
-// WongKinYiu/yolov9 5b1ea9a): images uint8 NCHW RGB, targets [image_index, class, cx, cy, w, h].
+// DataLoader: persistent worker threads producing collated batches into a bounded prefetch queue
+// that runs across epoch boundaries (the official InfiniteDataLoader), optional pinned host
+// memory, and the distributed sampler. Collate matches the official collate_fn
+// (utils/dataloaders.py, WongKinYiu/yolov9 5b1ea9a): images uint8 NCHW RGB, targets
+// [image_index, class, cx, cy, w, h].
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "engine/allocator.h"
 #include "engine/tensor.h"
 #include "io/augment.h"
 
@@ -25,57 +32,130 @@ std::vector<int64_t> distributed_indices(int64_t n, int rank, int world_size, bo
 
 struct LoaderOptions {
   int batch_size = 16;
-  int workers = 2;          ///< 0 = produce batches on the calling thread
-  int prefetch = 4;         ///< batches produced ahead of the consumer (bounded queue)
+  int workers = 2;          ///< 0 = produce batches on the calling thread (inside next())
+  int prefetch = 4;         ///< batches produced (or being produced) ahead of the consumer, all epochs together
   bool shuffle = true;      ///< ignored (false) in rect mode, as officially
   uint64_t seed = 0;
   int rank = 0, world_size = 1;
   bool drop_last = false;
+  /// Number of epochs of the run: workers never produce a batch of an epoch >= epochs (no
+  /// prefetch past the last epoch). 0 = unbounded.
+  int epochs = 0;
+  /// Batch images and targets in page-locked host memory (engine::pinned_host_allocator())
+  /// when a CUDA device is usable, for faster host->device copies (official PIN_MEMORY default
+  /// True). Without a usable GPU: ordinary CPU memory, silently.
+  bool pin_memory = true;
 };
 
 /// One collated batch.
 struct Batch {
-  engine::Tensor images;   ///< [B, 3, H, W] U8, RGB, contiguous, CPU
+  engine::Tensor images;   ///< [B, 3, H, W] U8, RGB, contiguous, CPU (pinned when the loader pins)
   engine::Tensor targets;  ///< [N, 6] F32 rows [image_index, class, cx, cy, w, h], box normalised
   std::vector<int64_t> indices;    ///< dataset indices
   std::vector<std::string> paths;  ///< image paths
 };
 
-/// Collates samples (all the same H x W) into a Batch. Throws engine::ShapeError on mixed sizes.
-Batch collate(const std::vector<Sample>& samples, const std::vector<std::string>& paths);
+/// Collates samples (all the same H x W) into a Batch; images and targets are allocated from
+/// `allocator` (a CPU-memory allocator, e.g. engine::pinned_host_allocator()) or, when nullptr,
+/// as ordinary CPU tensors. Throws engine::ShapeError on mixed sizes or an empty batch.
+Batch collate(const std::vector<Sample>& samples, const std::vector<std::string>& paths,
+              engine::Allocator* allocator = nullptr);
 
-/// Multi-threaded loader. Batch b of an epoch depends only on (seed, epoch, sampler order), so
-/// the same seed gives the same batches whatever `workers` is. Not copyable.
-/// TODO(data issue): pinned host memory for CUDA (the engine allocator has no pinned pool yet).
+/// Counters of a DataLoader's production (for tests and diagnostics).
+struct LoaderStats {
+  int64_t claimed = 0;          ///< batches whose production started (each calls dataset get() per sample)
+  int64_t discarded = 0;        ///< claimed batches thrown away by a restarting start_epoch()
+  int max_epoch_claimed = -1;   ///< highest epoch a batch was claimed for (-1: none yet)
+};
+
+/// Multi-threaded loader with persistent workers (official InfiniteDataLoader, utils/dataloaders.py).
+///
+/// Batch b of epoch e holds samples order[b*B, (b+1)*B) of distributed_indices(..., e), each
+/// from AugmentedDataset::get(index, e): a pure function of (seed, e, index), so batches are
+/// identical whatever `workers`, `prefetch` or thread timing.
+///
+/// Threads: `workers` threads are created by the first start_epoch() and live until the
+/// destructor, which stops them promptly (a worker abandons its batch between two samples) and
+/// joins them. Once every batch of the epoch being produced has been claimed, workers go on
+/// with the next epoch (up to LoaderOptions::epochs), so the pipeline does not drain at epoch
+/// boundaries; at most `prefetch` batches are claimed but not yet taken by next(), across epochs.
+///
+/// Errors: an exception thrown while producing batch b of epoch e (e.g. engine::IoError for an
+/// unreadable image) is stored in place of that batch and rethrown by the next() call that would
+/// have returned it: every earlier batch of e is delivered first, the failed batch counts as
+/// consumed (a caller that catches may call next() again and gets batch b+1), and an error of an
+/// epoch that is discarded by start_epoch() is dropped with it, never thrown into another epoch.
+/// With workers = 0 the same happens synchronously. A failure outside batch production (out of
+/// memory computing an epoch's order) is sticky: every later next() rethrows it.
+///
+/// Constructing a DataLoader calls cv::setNumThreads(0) once per process (as the official
+/// dataloaders.py does at import): process-wide, it makes OpenCV run its functions on the
+/// calling thread, so loader workers do not each fan out onto OpenCV's thread pool and fight the
+/// training threads. Not copyable; one consumer thread (next/start_epoch are not concurrent).
 class DataLoader {
  public:
+  /// Throws engine::Error on a null dataset, batch_size <= 0, workers < 0, prefetch <= 0,
+  /// epochs < 0 or rank not in [0, world_size).
   DataLoader(std::shared_ptr<const AugmentedDataset> ds, LoaderOptions opts);
+  /// Stops and joins the workers (promptly, also when they are blocked on a full queue).
   ~DataLoader();
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
 
-  /// Starts `epoch` (stops any running epoch first).
+  /// Makes `epoch` (>= 0) the current epoch; next() then returns its batches from the first.
+  /// Keeps the batches already produced when `epoch` continues the stream: it is the current
+  /// epoch and nothing of it was taken yet (calling start_epoch(e) twice), or it is current + 1
+  /// and every batch of the current epoch was taken. Otherwise (jump, resume, repeat, abandoning
+  /// an epoch halfway) queued and in-flight work is discarded and production restarts at `epoch`.
+  /// An epoch >= LoaderOptions::epochs is accepted (num_batches() stays valid) but next() throws.
   void start_epoch(int epoch);
-  /// Next batch of the current epoch in order; false at the end. Rethrows a worker's error.
+  /// Next batch of the current epoch in order; false at the end of the epoch. Rethrows the
+  /// error of that batch (see class comment). Throws engine::Error before any start_epoch() or
+  /// when the current epoch is >= LoaderOptions::epochs (> 0).
   bool next(Batch& out);
-  int64_t num_batches() const;
-  int64_t epoch_samples() const { return static_cast<int64_t>(order_.size()); }
+  /// Batches per epoch (the same for every epoch).
+  int64_t num_batches() const { return nb_; }
+  /// Samples of this rank per epoch.
+  int64_t epoch_samples() const { return per_rank_; }
+  LoaderStats stats() const;
 
  private:
-  Batch make_batch(int64_t b) const;
-  void stop();
+  using Order = std::shared_ptr<const std::vector<int64_t>>;
+  struct Slot {  // one produced batch or its error
+    Batch batch;
+    std::exception_ptr error;
+  };
+  Order order_for(int epoch) const;
+  bool may_produce(int epoch) const { return opts_.epochs <= 0 || epoch < opts_.epochs; }
+  bool can_claim_locked() const;
+  /// nullopt when cancelled (generation changed or stopping) between two samples.
+  std::optional<Batch> make_batch(const std::vector<int64_t>& order, int epoch, int64_t b, uint64_t gen) const;
+  void restart_locked(int epoch, std::map<std::pair<int, int64_t>, Slot>& dropped);
   void worker_loop();
 
   std::shared_ptr<const AugmentedDataset> ds_;
   LoaderOptions opts_;
+  engine::Allocator* pinned_ = nullptr;  ///< batch memory allocator (nullptr: plain CPU)
+  int64_t per_rank_ = 0, nb_ = 0;
+
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;   ///< workers: a batch may be claimed, or stop
+  std::condition_variable ready_cv_;  ///< consumer: a slot arrived, or a sticky error
+  // Consumer side (guarded by mu_).
+  bool started_ = false;
   int epoch_ = 0;
-  std::vector<int64_t> order_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<int64_t, Batch> ready_;
-  int64_t next_to_make_ = 0, next_to_give_ = 0;
-  bool stopping_ = false;
-  std::exception_ptr error_;
+  Order order_;  ///< current epoch's order (used when workers == 0)
+  int64_t next_to_give_ = 0;
+  // Producer side (guarded by mu_): the stream continues epoch after epoch from make_epoch_.
+  int make_epoch_ = 0;
+  Order make_order_;
+  int64_t next_to_make_ = 0;
+  int64_t outstanding_ = 0;  ///< claimed in this generation and not yet taken
+  std::map<std::pair<int, int64_t>, Slot> ready_;  ///< (epoch, batch) -> produced slot
+  std::exception_ptr fatal_;
+  LoaderStats stats_;
+  std::atomic<uint64_t> generation_{0};  ///< bumped by every restart; stale work is dropped
+  std::atomic<bool> stopping_{false};
   std::vector<std::thread> workers_;
 };
 

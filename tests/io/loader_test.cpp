@@ -1,13 +1,19 @@
-// DataLoader: collate layout, determinism across worker counts, distributed sampler shards.
+// DataLoader: collate layout, distributed sampler shards, and the persistent-worker pipeline:
+// identical batches for any workers/prefetch across epochs, start_epoch keep/restart rules,
+// the epochs limit, error placement, prompt shutdown, plain CPU memory without a GPU.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <set>
+#include <thread>
 
+#include "engine/allocator.h"
+#include "engine/pinned_allocator.h"
 #include "io/loader.h"
 #include "tests/io/tiny_dataset.h"
 
 namespace {
-std::shared_ptr<io::AugmentedDataset> make_ds(const tiny::TempDir& d, int n) {
+std::shared_ptr<io::AugmentedDataset> make_ds(const tiny::TempDir& d, int n, bool augment = true, int img_size = 32) {
   std::vector<io::ImageRecord> recs;
   for (int i = 0; i < n; ++i) {
     io::ImageRecord r;
@@ -19,9 +25,56 @@ std::shared_ptr<io::AugmentedDataset> make_ds(const tiny::TempDir& d, int n) {
     recs.push_back(r);
   }
   io::AugmentOptions o;
-  o.img_size = 32;
+  o.img_size = img_size;
+  o.augment = augment;
   o.seed = 11;
   return std::make_shared<io::AugmentedDataset>(recs, o);
+}
+
+// Everything observable of one batch.
+struct Flat {
+  std::vector<uint8_t> img;
+  std::vector<float> tgt;
+  std::vector<int64_t> idx;
+  engine::Shape shape;
+  bool operator==(const Flat& o) const { return img == o.img && tgt == o.tgt && idx == o.idx && shape == o.shape; }
+};
+Flat flat(const io::Batch& b) { return {b.images.to_vector<uint8_t>(), b.targets.to_vector<float>(), b.indices, b.images.shape()}; }
+
+using Epoch = std::vector<Flat>;
+Epoch drain(io::DataLoader& dl) {
+  Epoch e;
+  io::Batch b;
+  while (dl.next(b)) e.push_back(flat(b));
+  return e;
+}
+
+io::LoaderOptions opts(int workers, int prefetch, int epochs = 0) {
+  io::LoaderOptions o;
+  o.batch_size = 4;
+  o.workers = workers;
+  o.prefetch = prefetch;
+  o.seed = 9;
+  o.epochs = epochs;
+  return o;
+}
+
+// Reference: workers = 0, a fresh loader started directly at `epoch`.
+Epoch reference(const std::shared_ptr<io::AugmentedDataset>& ds, int epoch) {
+  io::DataLoader dl(ds, opts(0, 1));
+  dl.start_epoch(epoch);
+  return drain(dl);
+}
+
+// Polls `pred` for up to 10 s (never asserts on timing; only waits for an effect).
+template <typename F>
+bool wait_for(F pred) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return true;
 }
 }  // namespace
 
@@ -106,6 +159,103 @@ TEST(DataLoader, SameBatchesForAnyWorkerCount) {
   }
 }
 
+TEST(DataLoader, IdenticalBatchesAcrossEpochsForAnyWorkersAndPrefetch) {
+  tiny::TempDir d("loader_epochs");
+  auto ds = make_ds(d, 11);
+  std::vector<Epoch> ref;
+  for (int e = 0; e < 3; ++e) ref.push_back(reference(ds, e));
+  ASSERT_EQ(ref[0].size(), 3u);
+  EXPECT_FALSE(ref[0] == ref[1]);  // epochs differ, so mixing them up would be caught
+  EXPECT_FALSE(ref[1] == ref[2]);
+  for (int workers : {0, 1, 2, 3})
+    for (int prefetch : {1, 4}) {
+      io::DataLoader dl(ds, opts(workers, prefetch));
+      dl.start_epoch(0);  // twice, as apps/train.cpp does (num_batches, then the loop)
+      EXPECT_EQ(dl.num_batches(), 3);
+      for (int e = 0; e < 3; ++e) {
+        dl.start_epoch(e);
+        EXPECT_TRUE(drain(dl) == ref[static_cast<size_t>(e)]) << "workers " << workers << " prefetch " << prefetch
+                                                               << " epoch " << e;
+      }
+      EXPECT_EQ(dl.stats().discarded, 0) << "consecutive epochs must keep the prefetched batches";
+    }
+}
+
+TEST(DataLoader, PrefetchRunsIntoNextEpochBoundedAndKept) {
+  tiny::TempDir d("loader_ahead");
+  auto ds = make_ds(d, 11);
+  const Epoch ref1 = reference(ds, 1);
+  for (int prefetch : {1, 2, 4}) {
+    io::DataLoader dl(ds, opts(2, prefetch));
+    dl.start_epoch(0);
+    ASSERT_TRUE(wait_for([&] { return dl.stats().claimed >= prefetch; }));
+    dl.start_epoch(0);  // same epoch, nothing taken: keeps the produced batches
+    EXPECT_EQ(dl.stats().discarded, 0);
+    drain(dl);  // 3 batches taken
+    // Epoch 1 is produced ahead before start_epoch(1), but never more than `prefetch` batches.
+    const int64_t expect = 3 + std::min<int64_t>(prefetch, 3 + 3);
+    ASSERT_TRUE(wait_for([&] { return dl.stats().claimed >= expect; })) << "prefetch " << prefetch;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_EQ(dl.stats().claimed, expect) << "prefetch bound exceeded, prefetch " << prefetch;
+    EXPECT_GE(dl.stats().max_epoch_claimed, 1);
+    dl.start_epoch(1);
+    EXPECT_EQ(dl.stats().discarded, 0);
+    EXPECT_TRUE(drain(dl) == ref1) << "prefetch " << prefetch;
+  }
+}
+
+TEST(DataLoader, JumpAbandonAndRepeatGiveExactEpochs) {
+  tiny::TempDir d("loader_jump");
+  auto ds = make_ds(d, 11);
+  const Epoch ref0 = reference(ds, 0), ref1 = reference(ds, 1), ref5 = reference(ds, 5);
+  for (int workers : {0, 2}) {
+    io::DataLoader dl(ds, opts(workers, 4));
+    io::Batch b;
+    dl.start_epoch(0);
+    ASSERT_TRUE(dl.next(b));
+    EXPECT_TRUE(flat(b) == ref0[0]);
+    dl.start_epoch(5);  // jump (resume) after abandoning epoch 0 halfway
+    EXPECT_TRUE(drain(dl) == ref5) << "workers " << workers;
+    dl.start_epoch(0);  // backwards
+    ASSERT_TRUE(dl.next(b));
+    ASSERT_TRUE(dl.next(b));
+    EXPECT_TRUE(flat(b) == ref0[1]);
+    dl.start_epoch(1);  // abandon epoch 0 after 2 of 3 batches, then the next epoch
+    EXPECT_TRUE(drain(dl) == ref1) << "workers " << workers;
+    dl.start_epoch(1);  // repeat a finished epoch: restarts it
+    EXPECT_TRUE(drain(dl) == ref1) << "workers " << workers;
+    if (workers > 0) EXPECT_GT(dl.stats().discarded, 0);
+  }
+}
+
+TEST(DataLoader, EpochsLimitStopsProduction) {
+  tiny::TempDir d("loader_limit");
+  auto ds = make_ds(d, 11);
+  for (int workers : {0, 2}) {
+    io::DataLoader dl(ds, opts(workers, 4, /*epochs*/ 2));
+    dl.start_epoch(0);
+    EXPECT_EQ(drain(dl).size(), 3u);
+    dl.start_epoch(1);
+    EXPECT_EQ(drain(dl).size(), 3u);
+    // Give the workers time to (wrongly) run into epoch 2; they must stay idle.
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_EQ(dl.stats().claimed, 6) << "workers " << workers;
+    EXPECT_EQ(dl.stats().max_epoch_claimed, 1);
+    dl.start_epoch(2);  // accepted (num_batches stays valid), but produces nothing
+    EXPECT_EQ(dl.num_batches(), 3);
+    io::Batch b;
+    EXPECT_THROW(dl.next(b), engine::Error);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_EQ(dl.stats().max_epoch_claimed, 1);
+  }
+  // The evaluator's case: a single epoch, nothing produced past it.
+  io::DataLoader one(ds, opts(3, 4, /*epochs*/ 1));
+  one.start_epoch(0);
+  EXPECT_EQ(drain(one).size(), 3u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(one.stats().claimed, 3);
+}
+
 TEST(DataLoader, WorkerErrorIsRethrown) {
   tiny::TempDir d("loader_err");
   auto ds = make_ds(d, 4);
@@ -118,4 +268,81 @@ TEST(DataLoader, WorkerErrorIsRethrown) {
   dl.start_epoch(0);
   io::Batch b;
   EXPECT_THROW({ while (dl.next(b)) {} }, engine::IoError);
+}
+
+TEST(DataLoader, WorkerErrorAtItsBatchInItsEpoch) {
+  tiny::TempDir d("loader_err_pos");
+  auto ds = make_ds(d, 4, /*augment*/ false);  // no mosaic: batch k reads image k only
+  std::filesystem::remove(d.path / "i2.png");
+  for (int workers : {0, 1, 3}) {
+    io::LoaderOptions o;
+    o.batch_size = 1;
+    o.workers = workers;
+    o.prefetch = 4;
+    o.shuffle = false;
+    io::DataLoader dl(ds, o);
+    io::Batch b;
+    for (int e = 0; e < 2; ++e) {  // epoch 1's error (prefetched ahead) surfaces in epoch 1 only
+      dl.start_epoch(e);
+      ASSERT_TRUE(dl.next(b));
+      EXPECT_EQ(b.indices, std::vector<int64_t>{0});
+      ASSERT_TRUE(dl.next(b));
+      EXPECT_EQ(b.indices, std::vector<int64_t>{1});
+      EXPECT_THROW(dl.next(b), engine::IoError) << "workers " << workers << " epoch " << e;
+      ASSERT_TRUE(dl.next(b));  // the failed batch counts as consumed
+      EXPECT_EQ(b.indices, std::vector<int64_t>{3});
+      EXPECT_FALSE(dl.next(b));
+    }
+    // An abandoned epoch's pending error is dropped with it.
+    dl.start_epoch(2);
+    ASSERT_TRUE(dl.next(b));
+    ASSERT_TRUE(wait_for([&] { return workers == 0 || dl.stats().claimed >= 2 * 4 + 4; }));
+    dl.start_epoch(3);
+    ASSERT_TRUE(dl.next(b));
+    EXPECT_EQ(b.indices, std::vector<int64_t>{0});
+  }
+}
+
+TEST(DataLoader, DestructorReturnsPromptlyWithWorkersBlocked) {
+  tiny::TempDir d("loader_dtor");
+  auto ds = make_ds(d, 11);
+  double worst = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    auto dl = std::make_unique<io::DataLoader>(ds, opts(3, 1));
+    dl->start_epoch(0);
+    ASSERT_TRUE(wait_for([&] { return dl->stats().claimed >= 1; }));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // queue full: workers wait
+    EXPECT_EQ(dl->stats().claimed, 1);
+    const auto t0 = std::chrono::steady_clock::now();
+    dl.reset();
+    worst = std::max(worst, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  EXPECT_LT(worst, 1.0);
+  // Destroyed while producing large batches: workers abandon them between samples.
+  auto big = make_ds(d, 11, true, 256);
+  io::LoaderOptions o = opts(2, 4);
+  o.batch_size = 11;
+  auto dl = std::make_unique<io::DataLoader>(big, o);
+  dl->start_epoch(0);
+  const auto t0 = std::chrono::steady_clock::now();
+  dl.reset();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 2.0);
+}
+
+TEST(DataLoader, PinMemoryWithoutGpuGivesPlainCpuBatches) {
+  if (engine::pinned_host_allocator() != nullptr) GTEST_SKIP() << "a GPU is usable: covered by loader_cuda_test";
+  tiny::TempDir d("loader_pin");
+  auto ds = make_ds(d, 11);
+  io::LoaderOptions o = opts(0, 1);
+  o.pin_memory = true;
+  io::DataLoader dl(ds, o);
+  dl.start_epoch(0);
+  io::Batch b;
+  const int64_t before = engine::cpu_allocator()->stats().live_bytes;
+  ASSERT_TRUE(dl.next(b));
+  const int64_t after = engine::cpu_allocator()->stats().live_bytes;
+  EXPECT_TRUE(b.images.device().is_cpu());
+  // The batch tensors come from the ordinary CPU allocator.
+  EXPECT_EQ(after - before, static_cast<int64_t>(b.images.numel() + b.targets.numel() * 4));
+  EXPECT_TRUE(flat(b) == reference(ds, 0)[0]);
 }
