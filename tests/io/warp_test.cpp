@@ -159,9 +159,10 @@ TEST(Warp, RandomCasesBitwiseEqualOpenCV) {
       if (!equal(ours, ref) && failures++ < 5)
         ADD_FAILURE() << (p == Path::Avx2 ? "AVX2 " : "scalar ") << describe(c);
     }
-    cv::Mat pub;  // the public entry point (self-check guard + dispatch)
-    ASSERT_TRUE(io::warp_affine_axis_aligned(c.src, pub, c.M, c.dsize, static_cast<uint8_t>(c.border)));
-    if (!equal(pub, ref) && failures++ < 5) ADD_FAILURE() << "public " << describe(c);
+    cv::Mat pub;  // the public entry point (self-check guard; refuses without AVX2)
+    const bool pub_ok = io::warp_affine_axis_aligned(c.src, pub, c.M, c.dsize, static_cast<uint8_t>(c.border));
+    ASSERT_EQ(pub_ok, io::warp_detail::cpu_has_avx2()) << describe(c);
+    if (pub_ok && !equal(pub, ref) && failures++ < 5) ADD_FAILURE() << "public " << describe(c);
   }
   EXPECT_EQ(failures, 0);
   std::printf("%d kernel comparisons\n", checked);
@@ -213,14 +214,14 @@ TEST(Warp, ReusesPreallocatedDstAndHandlesAliasing) {
   const cv::Mat ref = reference(c);
   cv::Mat dst(30, 40, CV_8UC3, cv::Scalar::all(1));
   const uint8_t* before = dst.data;
-  ASSERT_TRUE(io::warp_affine_axis_aligned(src, dst, M, cv::Size(40, 30), 114));
+  ASSERT_TRUE(io::warp_detail::warp_unchecked(src, dst, M, cv::Size(40, 30), 114, Path::Auto));
   EXPECT_EQ(dst.data, before);
   EXPECT_TRUE(equal(dst, ref));
   // dst is the same object as src (in-place call), and a dst view inside src
   Case c2{src.clone(), M, src.size(), 114, "alias"};
   const cv::Mat ref2 = reference(c2);
   cv::Mat img = c2.src.clone();
-  ASSERT_TRUE(io::warp_affine_axis_aligned(img, img, M, cv::Size(), 114));  // empty dsize: src size
+  ASSERT_TRUE(io::warp_detail::warp_unchecked(img, img, M, cv::Size(), 114, Path::Auto));  // empty dsize: src size
   EXPECT_TRUE(equal(img, ref2));
 }
 
@@ -246,7 +247,9 @@ TEST(Warp, RefusesOtherInputsWithoutTouchingDst) {
     EXPECT_FALSE(io::warp_affine_axis_aligned(*s, dst, ok, ds, 114));
     EXPECT_TRUE(untouched());
   }
-  EXPECT_TRUE(io::warp_affine_axis_aligned(src, dst, ok, ds, 114));  // the same call with a supported input
+  // the same call with a supported input
+  EXPECT_EQ(io::warp_affine_axis_aligned(src, dst, ok, ds, 114), io::warp_detail::cpu_has_avx2());
+  EXPECT_TRUE(io::warp_detail::warp_unchecked(src, dst, ok, ds, 114, Path::Scalar));
 }
 
 TEST(Warp, WrongRoundingConstantIsDetected) {
