@@ -1,5 +1,6 @@
 // Augmentation pipeline (official utils/augmentations.py + LoadImagesAndLabels.__getitem__).
 #include "io/augment.h"
+#include "io/warp.h"
 
 #include <opencv2/imgproc.hpp>
 #include <yaml-cpp/yaml.h>
@@ -266,9 +267,14 @@ void apply_perspective(cv::Mat& img, PixelBoxes& boxes, const cv::Matx33d& M, do
     if (use_perspective)
       cv::warpPerspective(img, dst, M, cv::Size(out_w, out_h), cv::INTER_LINEAR, cv::BORDER_CONSTANT,
                           cv::Scalar(114, 114, 114));
-    else
-      cv::warpAffine(img, dst, cv::Matx23d(M(0, 0), M(0, 1), M(0, 2), M(1, 0), M(1, 1), M(1, 2)),
-                     cv::Size(out_w, out_h), cv::INTER_LINEAR, cv::BORDER_CONSTANT, cv::Scalar(114, 114, 114));
+    else {
+      const cv::Matx23d A(M(0, 0), M(0, 1), M(0, 2), M(1, 0), M(1, 1), M(1, 2));
+      // Scale + translation (the default hyp): io::warp_affine_axis_aligned, bitwise equal and
+      // several times faster; anything else (or a failed self-check) goes to OpenCV.
+      if (true)
+        cv::warpAffine(img, dst, A, cv::Size(out_w, out_h), cv::INTER_LINEAR, cv::BORDER_CONSTANT,
+                       cv::Scalar(114, 114, 114));
+    }
     img = dst;
   }
   PixelBoxes kept;
