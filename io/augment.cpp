@@ -271,7 +271,7 @@ void apply_perspective(cv::Mat& img, PixelBoxes& boxes, const cv::Matx33d& M, do
       const cv::Matx23d A(M(0, 0), M(0, 1), M(0, 2), M(1, 0), M(1, 1), M(1, 2));
       // Scale + translation (the default hyp): io::warp_affine_axis_aligned, bitwise equal and
       // several times faster; anything else (or a failed self-check) goes to OpenCV.
-      if (true)
+      if (!warp_affine_axis_aligned(img, dst, A, cv::Size(out_w, out_h), 114))
         cv::warpAffine(img, dst, A, cv::Size(out_w, out_h), cv::INTER_LINEAR, cv::BORDER_CONSTANT,
                        cv::Scalar(114, 114, 114));
     }
