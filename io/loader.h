@@ -72,7 +72,9 @@ struct LoaderStats {
 ///
 /// Batch b of epoch e holds samples order[b*B, (b+1)*B) of distributed_indices(..., e), each
 /// from AugmentedDataset::get(index, e): a pure function of (seed, e, index), so batches are
-/// identical whatever `workers`, `prefetch` or thread timing.
+/// identical whatever `workers`, `prefetch` or thread timing. Each sample is produced with its
+/// per-pixel ops deferred (get(index, e, &ops)) and finished by io::finish_to_planes while it is
+/// written into the batch planes: byte-identical to collate() of the finished get(index, e).
 ///
 /// Threads: `workers` threads are created by the first start_epoch() and live until the
 /// destructor, which stops them promptly (a worker abandons its batch between two samples) and
