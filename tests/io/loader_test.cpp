@@ -14,16 +14,7 @@
 
 namespace {
 std::shared_ptr<io::AugmentedDataset> make_ds(const tiny::TempDir& d, int n, bool augment = true, int img_size = 32) {
-  std::vector<io::ImageRecord> recs;
-  for (int i = 0; i < n; ++i) {
-    io::ImageRecord r;
-    r.image_path = (d.path / ("i" + std::to_string(i) + ".png")).string();
-    tiny::write_image(r.image_path, tiny::make_image(30 + 5 * i, 40, i));
-    r.width = 30 + 5 * i;
-    r.height = 40;
-    if (i % 4) r.labels = {{static_cast<float>(i % 2), 0.5f, 0.5f, 0.6f, 0.6f}};
-    recs.push_back(r);
-  }
+  std::vector<io::ImageRecord> recs = tiny::loader_records(d.path, n);
   io::AugmentOptions o;
   o.img_size = img_size;
   o.augment = augment;

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "io/dataset.h"
+
 namespace tiny {
 
 namespace fs = std::filesystem;
@@ -74,6 +76,22 @@ inline void write_exif_jpeg(const fs::path& p, int w, int h, int orientation) {
   app1[3] = static_cast<unsigned char>(len & 0xFF);
   jpg.insert(jpg.begin() + 2, app1.begin(), app1.end());
   write_bytes(p, jpg);
+}
+
+/// n PNG images i0.png .. in `d`, (30 + 5i) x 40 px, with one box on every image but each
+/// fourth: the records the DataLoader tests share.
+inline std::vector<io::ImageRecord> loader_records(const fs::path& d, int n) {
+  std::vector<io::ImageRecord> recs;
+  for (int i = 0; i < n; ++i) {
+    io::ImageRecord r;
+    r.image_path = (d / ("i" + std::to_string(i) + ".png")).string();
+    write_image(r.image_path, make_image(30 + 5 * i, 40, i));
+    r.width = 30 + 5 * i;
+    r.height = 40;
+    if (i % 4) r.labels = {{static_cast<float>(i % 2), 0.5f, 0.5f, 0.6f, 0.6f}};
+    recs.push_back(r);
+  }
+  return recs;
 }
 
 }  // namespace tiny
