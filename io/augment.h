@@ -134,7 +134,7 @@ struct Tile {
 /// the centre (xc, yc), labels converted to pixel xyxy and clipped to [0, 2s]. No random draws.
 void build_mosaic(const std::array<Tile, 4>& tiles, int xc, int yc, int s, cv::Mat& canvas, PixelBoxes& boxes);
 
-/// Official mixup blend (utils/dataloaders.py load_mosaic caller): img = uint8(img * r + img2 * (1 - r))
+/// Official mixup blend (utils/augmentations.py mixup): img = uint8(img * r + img2 * (1 - r))
 /// with float64 products and sum, truncated, in place. Both H x W x 3 uint8 of the same size;
 /// throws engine::ShapeError otherwise.
 void mixup_blend(cv::Mat& img, const cv::Mat& img2, double r);
