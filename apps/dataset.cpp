@@ -89,6 +89,7 @@ int run_dataset(const DatasetArgs& a) {
         sj["duplicates_removed"] = st.duplicates_removed;
         sj["cache"] = rel(r.cache_path, cfg.yaml_dir);
         sj["cache_loaded"] = r.cache_loaded;
+        sj["cache_note"] = r.cache_note;  // why the cache was rebuilt or not written ("" if fine)
         nlohmann::json fl = nlohmann::json::array();
         for (const auto& f : r.findings) {
           fl.push_back({{"file", rel(f.file, cfg.yaml_dir)}, {"line", f.line}, {"reason", f.reason}, {"action", f.action}});

@@ -183,9 +183,7 @@ std::shared_ptr<io::AugmentedDataset> make_val_dataset(const std::vector<std::st
   so.prefix = prefix;
   io::ScanResult scan = io::scan_dataset(entries, so);
   if (!prefix.empty()) {
-    for (const auto& f : scan.findings)
-      std::printf("%sWARNING %s%s: %s (%s)\n", prefix.c_str(), f.file.c_str(),
-                  f.line ? (":" + std::to_string(f.line)).c_str() : "", f.reason.c_str(), f.action.c_str());
+    std::fputs(scan.findings_text(prefix).c_str(), stdout);
     std::printf("%s%s\n", prefix.c_str(), scan.summary_line().c_str());
   }
   io::AugmentOptions ao;

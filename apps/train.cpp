@@ -415,7 +415,8 @@ int run_train(TrainOptions o, bool resume_flag) {
   so.single_cls = o.single_cls;
   so.prefix = "train: ";
   io::ScanResult train_scan = io::scan_dataset(dcfg.train, so);
-  std::printf("%s\n", train_scan.summary_line().c_str());
+  std::fputs(train_scan.findings_text(so.prefix).c_str(), stdout);
+  std::printf("%s%s\n", so.prefix.c_str(), train_scan.summary_line().c_str());
   {
     std::string why;
     Y9_CHECK_T(engine::ConfigError, train_scan.trainable(&why), "train: ", why);
@@ -426,7 +427,8 @@ int run_train(TrainOptions o, bool resume_flag) {
     so.prefix = "val: ";
     so.min_items = 0;
     val_scan = io::scan_dataset(dcfg.val, so);
-    std::printf("%s\n", val_scan.summary_line().c_str());
+    std::fputs(val_scan.findings_text(so.prefix).c_str(), stdout);
+    std::printf("%s%s\n", so.prefix.c_str(), val_scan.summary_line().c_str());
   } else {
     notice("data.yaml", "has no val split; validation is skipped (metrics are 0)");
   }
@@ -435,7 +437,13 @@ int run_train(TrainOptions o, bool resume_flag) {
   graph::BuildOptions bo;
   bo.seed = static_cast<uint64_t>(o.seed);
   auto model = graph::Model::from_yaml(o.cfg, nc, bo);
-  std::printf("%s\n", model->summary(fs::path(o.cfg).stem().string(), o.imgsz).c_str());
+  // Image size: a multiple of the largest stride (official check_img_size, floor 2 * stride).
+  const int64_t gs = std::max<int64_t>(32, static_cast<int64_t>(*std::max_element(model->strides().begin(), model->strides().end())));
+  const int64_t imgsz = std::max<int64_t>((o.imgsz + gs - 1) / gs * gs, 2 * gs);
+  if (imgsz != o.imgsz)
+    std::printf("WARNING --img-size %lld must be multiple of max stride %lld, updating to %lld\n",
+                (long long)o.imgsz, (long long)gs, (long long)imgsz);
+  std::printf("%s\n", model->summary(fs::path(o.cfg).stem().string(), imgsz).c_str());
   const int branches = model->head()->branches;
   Y9_CHECK_T(engine::ConfigError, branches == 1 || branches == 2, o.cfg, ": heads with ", branches,
              " branches are not supported by the training loss (DDetect and DualDDetect are)");
@@ -472,12 +480,7 @@ int run_train(TrainOptions o, bool resume_flag) {
     for (const auto& f : frozen) std::printf("freezing %s\n", f.c_str());
   }
 
-  // --- image size, optimizer, schedule, EMA --------------------------------------------------------
-  const int64_t gs = std::max<int64_t>(32, static_cast<int64_t>(*std::max_element(model->strides().begin(), model->strides().end())));
-  const int64_t imgsz = std::max<int64_t>((o.imgsz + gs - 1) / gs * gs, 2 * gs);
-  if (imgsz != o.imgsz)
-    std::printf("WARNING --img-size %lld must be multiple of max stride %lld, updating to %lld\n",
-                (long long)o.imgsz, (long long)gs, (long long)imgsz);
+  // --- optimizer, schedule, EMA ----------------------------------------------------------------------
   const int64_t nbs = o.nbs;
   Y9_CHECK_T(engine::ConfigError, nbs > 0, "--nbs must be > 0 (got ", nbs, ")");
   int64_t accumulate = engine::official_accumulate(o.batch_size, nbs);

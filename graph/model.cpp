@@ -2,6 +2,7 @@
 // GFLOPs trace and the official-style summary table. No ops are called here.
 #include "graph/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -240,10 +241,15 @@ std::string Model::summary(const std::string& name, int64_t img) {
                   official_type(L.type).c_str(), args.c_str());
     os << line;
   }
+  // Official model_info: FLOPs of a stride x stride input scaled to img x img, so any --img works
+  // (equal to gflops(img, img) when img is a multiple of the largest stride).
+  const auto& st = strides();
+  const int64_t s = std::max<int64_t>(32, st.empty() ? 32 : static_cast<int64_t>(*std::max_element(st.begin(), st.end())));
+  const double scale = static_cast<double>(img) / static_cast<double>(s);
   std::snprintf(line, sizeof line, "%s summary: %lld layers, %lld parameters, %lld gradients, %.1f GFLOPs\n",
                 name.c_str(), static_cast<long long>(num_modules_official()),
                 static_cast<long long>(num_parameters()), static_cast<long long>(num_trainable()),
-                gflops(img, img));
+                gflops(s, s) * scale * scale);
   os << line;
   return os.str();
 }

@@ -314,9 +314,25 @@ bool ScanResult::trainable(std::string* why) const {
   if (records.empty()) w = "no usable images";
   else if (stats.found == 0) w = "no labels found in " + cache_path + ", can not start training";
   else if (stats.boxes == 0) w = "all label files are empty, can not start training";
-  else if (class_out_of_range) w = "label class ids exceed nc";
+  else if (class_out_of_range) {
+    w = "label class ids exceed nc";
+    int64_t n = 0;
+    for (const auto& f : findings)
+      if (f.action == "refuse" && n++ == 0)
+        w += ": " + f.file + (f.line ? ":" + std::to_string(f.line) : "") + ": " + f.reason;
+    if (n > 1) w += " (and " + std::to_string(n - 1) + " more)";
+  }
   if (why) *why = w;
   return w.empty();
+}
+
+std::string ScanResult::findings_text(const std::string& prefix) const {
+  std::string out;
+  for (const auto& f : findings)
+    out += prefix + "WARNING " + f.file + (f.line ? ":" + std::to_string(f.line) : "") + ": " + f.reason + " (" +
+           f.action + ")\n";
+  if (!cache_note.empty()) out += prefix + "WARNING " + cache_note + "\n";
+  return out;
 }
 
 ScanResult scan_dataset(const std::vector<std::string>& entries, const ScanOptions& opts) {

@@ -61,8 +61,12 @@ struct ScanResult {
 
   /// Official-style summary: "<prefix>Scanning <where>... F found, M missing, E empty, C corrupt".
   std::string summary_line() const;
-  /// True when training may start (>=1 label file found, >=1 box, classes < nc); else sets `why`.
+  /// True when training may start (>=1 label file found, >=1 box, classes < nc); else sets `why`
+  /// (for class ids: the first offending file, line and reason, and how many more).
   bool trainable(std::string* why = nullptr) const;
+  /// One line per finding, "<prefix>WARNING <file>[:<line>]: <reason> (<action>)", then the
+  /// cache note if any ("<prefix>WARNING <note>"), each ending in a newline (official scan warnings).
+  std::string findings_text(const std::string& prefix) const;
 };
 
 /// Scans a split. `entries` are directories or .txt lists (see resolve_image_files). Images

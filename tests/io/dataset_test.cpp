@@ -101,6 +101,11 @@ TEST(Scan, ClassOutOfRangeRefusesTraining) {
   EXPECT_NE(f->reason.find("class id 7"), std::string::npos);
   std::string why;
   EXPECT_FALSE(r.trainable(&why));
+  // The refusal names the first offending file, line and class.
+  EXPECT_NE(why.find((c.labels / "a.txt").string() + ":2: class id 7"), std::string::npos) << why;
+  const std::string text = r.findings_text("train: ");
+  EXPECT_NE(text.find("train: WARNING " + (c.labels / "a.txt").string() + ":2: class id 7"), std::string::npos)
+      << text;
   EXPECT_EQ(r.stats.images, 2);  // official: kept by the scan, refused by train.py's assert
   // --single-cls maps every class to 0, which is in range.
   io::ScanOptions o;
