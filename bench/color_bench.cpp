@@ -1,6 +1,7 @@
 // Google Benchmark: io::finish_to_planes (fused augment_hsv + flips + RGB planes) on a 640x640
 // mosaic-sized image, single thread, against the OpenCV path it replaces (io::apply_hsv +
-// cv::flip + cv::split) timed in the same run. Counters: ref_ms, ours_ms, speedup (ref/ours).
+// cv::flip + cv::split) and the AVX2 kernel, both timed in the same run. Counters: ref_ms,
+// avx2_ms, ours_ms, speedup (ref/ours), vs_avx2 (avx2/ours).
 #include <benchmark/benchmark.h>
 
 #include <opencv2/core/utility.hpp>
@@ -40,11 +41,30 @@ double median_ms(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// range(0): 0 = auto (AVX2 where available), 1 = scalar kernel; range(1): hsv on/off.
+/// Median of 30 timed calls of `fn`.
+template <typename Fn>
+double time_ms(Fn fn) {
+  std::vector<double> v;
+  for (int i = 0; i < 30; ++i) {
+    const auto t0 = Clock::now();
+    fn();
+    v.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  return median_ms(v);
+}
+
+// range(0): kernel, 0 = auto (AVX-512 VBMI, else AVX2), 1 = scalar, 2 = AVX2, 3 = AVX-512 VBMI;
+// range(1): hsv on/off.
 void BM_FinishToPlanes(benchmark::State& st) {
   cv::setNumThreads(0);
   const int h = 640, w = 640;
-  const Path path = st.range(0) == 0 ? Path::Auto : Path::Scalar;
+  const Path kPaths[] = {Path::Auto, Path::Scalar, Path::Avx2, Path::Avx512};
+  const Path path = kPaths[st.range(0)];
+  if ((path == Path::Avx2 && !io::color_detail::cpu_has_avx2()) ||
+      (path == Path::Avx512 && !io::color_detail::cpu_has_avx512vbmi())) {
+    st.SkipWithError("this CPU lacks the kernel's instruction set");
+    return;
+  }
   io::PixelOps ops;
   ops.hsv = st.range(1) != 0;
   ops.gh = 1.007, ops.gs = 0.62, ops.gv = 1.18, ops.fliplr = true;
@@ -63,6 +83,11 @@ void BM_FinishToPlanes(benchmark::State& st) {
     reference_pass(work, ops, planes);
     ref.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
   }
+  // The AVX2 kernel, same run (0 without AVX2).
+  const double avx2_ms = io::color_detail::cpu_has_avx2() ? time_ms([&] {
+    io::color_detail::finish_to_planes(src, ops, r, g, b, Path::Avx2);
+    benchmark::DoNotOptimize(out.data());
+  }) : 0.0;
 
   std::vector<double> ours;
   for (auto _ : st) {
@@ -73,16 +98,22 @@ void BM_FinishToPlanes(benchmark::State& st) {
   }
   const double ref_ms = median_ms(ref), ours_ms = median_ms(ours);
   st.counters["ref_ms"] = ref_ms;
+  st.counters["avx2_ms"] = avx2_ms;
   st.counters["ours_ms"] = ours_ms;
   st.counters["speedup"] = ref_ms / ours_ms;
+  st.counters["vs_avx2"] = avx2_ms / ours_ms;
   st.counters["Mpx/s"] = benchmark::Counter(double(h) * w, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_FinishToPlanes)
-    ->ArgNames({"scalar", "hsv"})
+    ->ArgNames({"kernel", "hsv"})
     ->Args({0, 1})
     ->Args({1, 1})
+    ->Args({2, 1})
+    ->Args({3, 1})
     ->Args({0, 0})
     ->Args({1, 0})
+    ->Args({2, 0})
+    ->Args({3, 0})
     ->Unit(benchmark::kMillisecond);
 
 void BM_Verification(benchmark::State& st) {
@@ -90,6 +121,21 @@ void BM_Verification(benchmark::State& st) {
   st.counters["verify_s"] = io::color_detail::verify_info().seconds;
 }
 BENCHMARK(BM_Verification)->Iterations(1);
+
+// A fresh exhaustive verification of one variant (range(0) as in BM_FinishToPlanes: 1, 2, 3).
+void BM_VerifyVariant(benchmark::State& st) {
+  const Path kPaths[] = {Path::Auto, Path::Scalar, Path::Avx2, Path::Avx512};
+  const Path path = kPaths[st.range(0)];
+  if ((path == Path::Avx2 && !io::color_detail::cpu_has_avx2()) ||
+      (path == Path::Avx512 && !io::color_detail::cpu_has_avx512vbmi())) {
+    st.SkipWithError("this CPU lacks the kernel's instruction set");
+    return;
+  }
+  double s = 0;
+  for (auto _ : st) s = io::color_detail::verify_now(path).seconds;
+  st.counters["verify_s"] = s;
+}
+BENCHMARK(BM_VerifyVariant)->ArgName("kernel")->Arg(1)->Arg(2)->Arg(3)->Iterations(3)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

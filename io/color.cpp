@@ -75,12 +75,19 @@ constexpr int kSectorTab[3][6] = {{1, 1, 3, 0, 0, 2},   // b = tab[...] per sect
 struct Tables {
   int32_t sdiv[256];
   int32_t hdiv[256];
+  alignas(64) uint8_t sdiv_b[3][256];  ///< byte k of sdiv (< 2^20) (AVX-512 VBMI byte lookups)
+  alignas(64) uint8_t hdiv_b[3][256];  ///< byte k of hdiv (< 2^17)
   Tables() {
     sdiv[0] = hdiv[0] = 0;
     for (int i = 1; i < 256; ++i) {
       sdiv[i] = cv::saturate_cast<int>((255 << 12) / (1. * i));
       hdiv[i] = cv::saturate_cast<int>((180 << 12) / (6. * i));
     }
+    for (int k = 0; k < 3; ++k)
+      for (int i = 0; i < 256; ++i) {
+        sdiv_b[k][i] = static_cast<uint8_t>(sdiv[i] >> 8 * k);
+        hdiv_b[k][i] = static_cast<uint8_t>(hdiv[i] >> 8 * k);
+      }
   }
 };
 const Tables& tables() {
@@ -94,12 +101,14 @@ struct Luts {
   alignas(32) int32_t s[256];
   alignas(32) int32_t v[256];
   alignas(32) int32_t sdiv_v[256];  ///< sdiv_table[x] | v[x] << 24 (one gather for both, AVX2 kernel)
+  alignas(64) uint8_t h8[256], s8[256], v8[256];  ///< the same LUTs as bytes (AVX-512 VBMI kernel)
   Luts(double gh, double gs, double gv) {
     for (int x = 0; x < 256; ++x) {  // exactly io::apply_hsv's LUT
       h[x] = static_cast<uint8_t>(std::fmod(x * gh, 180.0));
       s[x] = static_cast<uint8_t>(std::clamp(x * gs, 0.0, 255.0));
       v[x] = static_cast<uint8_t>(std::clamp(x * gv, 0.0, 255.0));
       sdiv_v[x] = static_cast<int32_t>(static_cast<uint32_t>(tables().sdiv[x]) | static_cast<uint32_t>(v[x]) << 24);
+      h8[x] = static_cast<uint8_t>(h[x]), s8[x] = static_cast<uint8_t>(s[x]), v8[x] = static_cast<uint8_t>(v[x]);
     }
   }
 };
@@ -405,18 +414,264 @@ Y9_AVX2 void stage_avx2(int kind, const uint8_t* src, uint8_t* dst, int64_t n, c
     if (k < 16) std::memcpy(dst + 3 * i, obuf, static_cast<size_t>(3 * k));
   }
 }
+
+// ---------------------------------------------------------------------------------------------
+// AVX-512 (F, BW, VL, VBMI) kernel: 64 pixels per step, no gathers. Every 256-entry table is
+// read with VBMI byte permutes over 64 lanes (two 128-entry halves, selected by the index's top
+// bit); the int tables sdiv/hdiv as three byte planes. Byte vectors are widened to four int32
+// "quarters" (16 px each) by byte permutes for the same integer and float math as the AVX2
+// kernel; results are narrowed with saturating packs, whose lane-interleaved byte order
+// ("packed" order: pixel 16q + 4l + e at byte 16l + 4q + e) one byte permute undoes at the store.
+
+#define Y9_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi")))
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12 false positive in its AVX-512 headers
+#endif
+
+/// Byte-permute index vectors of the AVX-512 kernel.
+struct VbmiConsts {
+  alignas(64) uint8_t deint[3][2][64];  ///< [channel]: from source bytes 0..127, from bytes 128..191
+  uint64_t deint_k[3];                  ///< lanes of each channel taken from bytes 128..191
+  alignas(64) uint8_t inter[3][2][64];  ///< [output part]: from channels 0|1, from channel 2
+  uint64_t inter_k[3];                  ///< bytes of each part taken from channel 2
+  alignas(64) uint8_t widen[4][64];     ///< quarter q, dword j: bytes 16q+j of sources (a, b, a, b)
+  alignas(64) uint8_t widen_pk[4][64];  ///< quarter q, dword j: byte of pixel 16q+j in packed order
+  alignas(64) uint8_t order[2][2][64];  ///< [packed][reversed]: to natural (reversed) pixel order
+  static int packed_pos(int i) { return 16 * (i / 4 % 4) + 4 * (i / 16) + i % 4; }  // an involution
+  VbmiConsts() {
+    for (int c = 0; c < 3; ++c) {
+      deint_k[c] = inter_k[c] = 0;
+      for (int i = 0; i < 64; ++i) {
+        const int pos = 3 * i + c, j = 64 * c + i, px = j / 3, ch = j % 3;  // deint: pixel i; inter: byte j
+        deint[c][0][i] = static_cast<uint8_t>(pos & 127), deint[c][1][i] = static_cast<uint8_t>(pos & 63);
+        if (pos >= 128) deint_k[c] |= uint64_t{1} << i;
+        inter[c][0][i] = static_cast<uint8_t>(px + (ch == 1 ? 64 : 0)), inter[c][1][i] = static_cast<uint8_t>(px);
+        if (ch == 2) inter_k[c] |= uint64_t{1} << i;
+      }
+    }
+    for (int q = 0; q < 4; ++q)
+      for (int k = 0; k < 64; ++k) {
+        widen[q][k] = static_cast<uint8_t>(16 * q + k / 4 + (k % 2 ? 64 : 0));
+        widen_pk[q][k] = static_cast<uint8_t>(packed_pos(16 * q + k / 4));
+      }
+    for (int pk = 0; pk < 2; ++pk)
+      for (int rev = 0; rev < 2; ++rev)
+        for (int i = 0; i < 64; ++i) {
+          const int px = rev ? 63 - i : i;
+          order[pk][rev][i] = static_cast<uint8_t>(pk ? packed_pos(px) : px);
+        }
+  }
+};
+const VbmiConsts& vbmi_consts() {
+  static const VbmiConsts k;
+  return k;
+}
+
+constexpr __mmask64 kByte0 = 0x1111111111111111, kByte2 = 0x4444444444444444, kBytes01 = 0x3333333333333333,
+                    kBytes23 = 0xCCCCCCCCCCCCCCCC;
+
+Y9_AVX512 inline __m512i load64(const uint8_t* p) { return _mm512_load_si512(p); }
+
+/// t[idx] for 64 byte indices, `t` a 64-byte aligned 256-entry byte table.
+Y9_AVX512 inline __m512i lut256(const uint8_t* t, __m512i idx) {
+  const __m512i lo = _mm512_permutex2var_epi8(load64(t), idx, load64(t + 64));
+  const __m512i hi = _mm512_permutex2var_epi8(load64(t + 128), idx, load64(t + 192));
+  return _mm512_mask_blend_epi8(_mm512_movepi8_mask(idx), lo, hi);
+}
+
+/// Quarter `w` (a VbmiConsts::widen row) of byte vector a as int32 lanes (0..255).
+Y9_AVX512 inline __m512i widen1(__m512i w, __m512i a) { return _mm512_maskz_permutexvar_epi8(kByte0, w, a); }
+/// Quarter of the 3-byte values a | b << 8 | c << 16.
+Y9_AVX512 inline __m512i widen3(__m512i w, __m512i a, __m512i b, __m512i c) {
+  return _mm512_mask_permutexvar_epi8(_mm512_maskz_permutex2var_epi8(kBytes01, a, w, b), kByte2, w, c);
+}
+
+/// 64 pixels of 192 interleaved bytes -> one byte vector per channel (natural pixel order).
+Y9_AVX512 inline void deint64(const uint8_t* src, const VbmiConsts& k, __m512i c[3]) {
+  const __m512i a0 = _mm512_loadu_si512(src), a1 = _mm512_loadu_si512(src + 64), a2 = _mm512_loadu_si512(src + 128);
+  for (int ch = 0; ch < 3; ++ch)
+    c[ch] = _mm512_mask_permutexvar_epi8(_mm512_permutex2var_epi8(a0, load64(k.deint[ch][0]), a1), k.deint_k[ch],
+                                         load64(k.deint[ch][1]), a2);
+}
+
+/// Four int32 quarters (values saturated to 0..255) -> 64 bytes in packed order.
+Y9_AVX512 inline __m512i pack64(const __m512i q[4]) {
+  return _mm512_packus_epi16(_mm512_packus_epi32(q[0], q[1]), _mm512_packus_epi32(q[2], q[3]));
+}
+
+/// RGB2HSV_b on 64 pixels (byte vectors, natural order) -> h, s bytes in packed order, v natural.
+/// Same integer math as hsv8; hn = x - y + 2*w1 + 2*w2 with (x, y, w1, w2) = (g, b, 0, 0) where
+/// v == r, (b, r, diff, 0) where v == g, else (r, g, diff, diff), by one maddubs + madd.
+Y9_AVX512 inline void hsv64(__m512i b, __m512i g, __m512i r, const Tables& t, const VbmiConsts& k, __m512i& h,
+                            __m512i& s, __m512i& v) {
+  v = _mm512_max_epu8(b, _mm512_max_epu8(g, r));
+  const __m512i diff = _mm512_sub_epi8(v, _mm512_min_epu8(b, _mm512_min_epu8(g, r)));
+  const __mmask64 vr = _mm512_cmpeq_epi8_mask(v, r), vg = _mm512_cmpeq_epi8_mask(v, g);
+  const __m512i x = _mm512_mask_blend_epi8(vr, _mm512_mask_blend_epi8(vg, r, b), g);
+  const __m512i y = _mm512_mask_blend_epi8(vr, _mm512_mask_blend_epi8(vg, g, r), b);
+  const __m512i w1 = _mm512_maskz_mov_epi8(~vr, diff), w2 = _mm512_maskz_mov_epi8(~(vr | vg), diff);
+  __m512i sdiv[3], hdiv[3];
+  for (int j = 0; j < 3; ++j) sdiv[j] = lut256(t.sdiv_b[j], v), hdiv[j] = lut256(t.hdiv_b[j], diff);
+  const __m512i half = _mm512_set1_epi32(1 << 11), weights = _mm512_set1_epi32(0x0202FF01);  // bytes 1, -1, 2, 2
+  __m512i hq[4], sq[4];
+  for (int q = 0; q < 4; ++q) {
+    const __m512i w = load64(k.widen[q]);
+    const __m512i sd = widen3(w, sdiv[0], sdiv[1], sdiv[2]), hd = widen3(w, hdiv[0], hdiv[1], hdiv[2]);
+    const __m512i xyw = _mm512_or_si512(_mm512_maskz_permutex2var_epi8(kBytes01, x, w, y),
+                                        _mm512_maskz_permutex2var_epi8(kBytes23, w1, w, w2));
+    const __m512i hn = _mm512_madd_epi16(_mm512_maddubs_epi16(xyw, weights), _mm512_set1_epi16(1));
+    sq[q] = _mm512_srai_epi32(_mm512_add_epi32(_mm512_mullo_epi32(widen1(w, diff), sd), half), 12);
+    const __m512i hh = _mm512_srai_epi32(_mm512_add_epi32(_mm512_mullo_epi32(hn, hd), half), 12);
+    hq[q] = _mm512_mask_add_epi32(hh, _mm512_cmplt_epi32_mask(hh, _mm512_setzero_si512()), hh, _mm512_set1_epi32(180));
+  }
+  h = pack64(hq), s = pack64(sq);
+}
+
+/// HSV2RGB_b on 16 pixels (int32 lanes), as bgr8. The tab index of each channel comes from one
+/// dword permute of kSectorTab packed 2 bits per channel.
+Y9_AVX512 inline void bgr16(__m512i hi, __m512i si, __m512i vi, const Rule& rule, __m512i out[3]) {
+  const __m512 c0 = _mm512_set1_ps(1.0f / 255.0f), c255 = _mm512_set1_ps(255.0f), one = _mm512_set1_ps(1.0f);
+  const __m512 h = _mm512_cvtepi32_ps(hi);
+  const __m512 s = _mm512_mul_ps(_mm512_cvtepi32_ps(si), c0);
+  const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(vi), c0);
+  const __m512 hh = _mm512_mul_ps(h, _mm512_set1_ps(6.0f / 180));
+  const __m512 pre = _mm512_roundscale_ps(hh, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __m512 f = _mm512_sub_ps(hh, pre);
+  const __m512i sector = _mm512_cvttps_epi32(pre);
+  const __m512 t1 = _mm512_mul_ps(v, _mm512_sub_ps(one, s));
+  const __m512 t2 = _mm512_mul_ps(v, rule.fma2 ? _mm512_fnmadd_ps(s, f, one) : _mm512_sub_ps(one, _mm512_mul_ps(s, f)));
+  const __m512 omf = _mm512_sub_ps(one, f);
+  const __m512 t3 =
+      _mm512_mul_ps(v, rule.fma3 ? _mm512_fnmadd_ps(s, omf, one) : _mm512_sub_ps(one, _mm512_mul_ps(s, omf)));
+  constexpr auto bits = [](int sec) { return kSectorTab[0][sec] | kSectorTab[1][sec] << 2 | kSectorTab[2][sec] << 4; };
+  const __m512i idx = _mm512_permutexvar_epi32(
+      sector, _mm512_setr_epi32(bits(0), bits(1), bits(2), bits(3), bits(4), bits(5), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0));
+  for (int c = 0; c < 3; ++c) {
+    const __mmask16 bit0 = _mm512_test_epi32_mask(idx, _mm512_set1_epi32(1 << 2 * c));
+    const __mmask16 bit1 = _mm512_test_epi32_mask(idx, _mm512_set1_epi32(2 << 2 * c));
+    const __m512 lo = _mm512_mask_blend_ps(bit0, v, t1), hi = _mm512_mask_blend_ps(bit0, t2, t3);
+    const __m512 x = _mm512_mul_ps(_mm512_mask_blend_ps(bit1, lo, hi), c255);
+    out[c] = rule.trunc ? _mm512_cvttps_epi32(x) : _mm512_cvtps_epi32(x);  // cvRound: default MXCSR mode
+  }
+}
+
+/// HSV2BGR of 64 pixels (int32 quarters) whose first has row position x0, with the rule of each
+/// position (as bgr8_at) -> b, g, r bytes in packed order.
+Y9_AVX512 inline void bgr64_at(const __m512i h[4], const __m512i s[4], const __m512i v[4], int64_t x0, const Model& m,
+                               int64_t nsimd, __m512i out[3]) {
+  __m512i res[3][4];
+  for (int q = 0; q < 4; ++q) {
+    const int64_t xq = x0 + 16 * q;
+    __m512i a[3], b[3];
+    bgr16(h[q], s[q], v[q], xq < nsimd ? m.simd : m.tail, a);
+    if (xq < nsimd && xq + 16 > nsimd) {  // the block boundary falls inside these 16 lanes
+      bgr16(h[q], s[q], v[q], m.tail, b);
+      const __m512i lane = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(xq)),
+                                            _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+      const __mmask16 tail = _mm512_cmpge_epi32_mask(lane, _mm512_set1_epi32(static_cast<int>(nsimd)));
+      for (int c = 0; c < 3; ++c) a[c] = _mm512_mask_blend_epi32(tail, a[c], b[c]);
+    }
+    for (int c = 0; c < 3; ++c) res[c][q] = a[c];
+  }
+  for (int c = 0; c < 3; ++c) out[c] = pack64(res[c]);
+}
+
+/// 64 pixels at row position x0 (192 source bytes) -> b, g, r bytes; returns whether they are in
+/// packed order (else natural).
+Y9_AVX512 inline bool finish64(const uint8_t* src, int64_t x0, const Luts* luts, const Model& m, int64_t nsimd,
+                               const Tables& t, const VbmiConsts& k, __m512i out[3]) {
+  deint64(src, k, out);
+  if (!luts) return false;
+  __m512i hb, sb, vb;
+  hsv64(out[0], out[1], out[2], t, k, hb, sb, vb);
+  hb = lut256(luts->h8, hb), sb = lut256(luts->s8, sb), vb = lut256(luts->v8, vb);
+  __m512i h[4], s[4], v[4];
+  for (int q = 0; q < 4; ++q) {
+    const __m512i wp = load64(k.widen_pk[q]);
+    h[q] = widen1(wp, hb), s[q] = widen1(wp, sb), v[q] = widen1(load64(k.widen[q]), vb);
+  }
+  bgr64_at(h, s, v, x0, m, nsimd, out);
+  return true;
+}
+
+Y9_AVX512 void row_avx512(const uint8_t* src, int64_t w, const Luts* luts, const Model& m, bool fliplr, uint8_t* pr,
+                          uint8_t* pg, uint8_t* pb) {
+  const Tables& t = tables();
+  const VbmiConsts& k = vbmi_consts();
+  const int64_t nsimd = m.nsimd(w);
+  uint8_t* planes[3] = {pb, pg, pr};
+  const __m512i order = load64(k.order[luts != nullptr][fliplr]);
+  __m512i c[3];
+  int64_t x = 0;
+  for (; x + 64 <= w; x += 64) {
+    finish64(src + 3 * x, x, luts, m, nsimd, t, k, c);
+    const int64_t o = fliplr ? w - x - 64 : x;
+    for (int ch = 0; ch < 3; ++ch)
+      _mm512_storeu_si512(planes[ch] + o, luts || fliplr ? _mm512_permutexvar_epi8(order, c[ch]) : c[ch]);
+  }
+  if (x < w) {  // row tail: through a zero-padded 64-pixel buffer, same code
+    const int64_t n = w - x;
+    alignas(64) uint8_t buf[192] = {0}, ob[3][64];
+    std::memcpy(buf, src + 3 * x, static_cast<size_t>(3 * n));
+    const __m512i natural = load64(k.order[finish64(buf, x, luts, m, nsimd, t, k, c)][0]);
+    for (int ch = 0; ch < 3; ++ch) {
+      _mm512_store_si512(ob[ch], _mm512_permutexvar_epi8(natural, c[ch]));
+      for (int64_t i = 0; i < n; ++i) planes[ch][fliplr ? w - 1 - (x + i) : x + i] = ob[ch][i];
+    }
+  }
+}
+
+/// Stage kernels for the verification (as stage_avx2): the same inline pieces as row_avx512.
+Y9_AVX512 void stage_avx512(int kind, const uint8_t* src, uint8_t* dst, int64_t n, const Rule& rule) {
+  const Tables& t = tables();
+  const VbmiConsts& k = vbmi_consts();
+  Model all_simd;
+  all_simd.simd = rule;
+  const __m512i natural = load64(k.order[1][0]);
+  for (int64_t i = 0; i < n; i += 64) {
+    const int64_t cnt = std::min<int64_t>(64, n - i);
+    alignas(64) uint8_t ibuf[192] = {0}, obuf[192];
+    const uint8_t* in = src + 3 * i;
+    if (cnt < 64) in = static_cast<const uint8_t*>(std::memcpy(ibuf, in, static_cast<size_t>(3 * cnt)));
+    __m512i c[3], o[3];
+    deint64(in, k, c);
+    if (kind == 0) {
+      hsv64(c[0], c[1], c[2], t, k, o[0], o[1], o[2]);
+      o[0] = _mm512_permutexvar_epi8(natural, o[0]), o[1] = _mm512_permutexvar_epi8(natural, o[1]);
+    } else {
+      __m512i q[3][4];
+      for (int j = 0; j < 4; ++j)
+        for (int ch = 0; ch < 3; ++ch) q[ch][j] = widen1(load64(k.widen[j]), c[ch]);
+      bgr64_at(q[0], q[1], q[2], 0, all_simd, 64, o);
+      for (int ch = 0; ch < 3; ++ch) o[ch] = _mm512_permutexvar_epi8(natural, o[ch]);
+    }
+    uint8_t* out = cnt < 64 ? obuf : dst + 3 * i;
+    for (int p = 0; p < 3; ++p)
+      _mm512_storeu_si512(out + 64 * p, _mm512_mask_permutexvar_epi8(
+                                            _mm512_permutex2var_epi8(o[0], load64(k.inter[p][0]), o[1]), k.inter_k[p],
+                                            load64(k.inter[p][1]), o[2]));
+    if (cnt < 64) std::memcpy(dst + 3 * i, obuf, static_cast<size_t>(3 * cnt));
+  }
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 #endif  // Y9_COLOR_X86
 
 // ---------------------------------------------------------------------------------------------
 // Verification against cv::cvtColor
 
-enum class Variant { Scalar, Avx2 };
+enum class Variant { Scalar, Avx2, Avx512 };
 
-const char* variant_name(Variant v) { return v == Variant::Avx2 ? "avx2" : "scalar"; }
+const char* variant_name(Variant v) {
+  return v == Variant::Avx512 ? "avx512vbmi" : v == Variant::Avx2 ? "avx2" : "scalar";
+}
 
 void run_bgr2hsv(Variant var, const uint8_t* src, uint8_t* dst, int64_t n) {
 #if defined(Y9_COLOR_X86)
   if (var == Variant::Avx2) return stage_avx2(0, src, dst, n, Rule{});
+  if (var == Variant::Avx512) return stage_avx512(0, src, dst, n, Rule{});
 #endif
   bgr2hsv_scalar(src, dst, n);
 }
@@ -424,6 +679,7 @@ void run_bgr2hsv(Variant var, const uint8_t* src, uint8_t* dst, int64_t n) {
 void run_hsv2bgr(Variant var, const uint8_t* src, uint8_t* dst, int64_t n, const Rule& rule) {
 #if defined(Y9_COLOR_X86)
   if (var == Variant::Avx2) return stage_avx2(1, src, dst, n, rule);
+  if (var == Variant::Avx512) return stage_avx512(1, src, dst, n, rule);
 #endif
   hsv2bgr_scalar(src, dst, n, rule);
 }
@@ -560,7 +816,9 @@ State& state() {
   return s;
 }
 
-Variant primary_variant() { return cpu_has_avx2() ? Variant::Avx2 : Variant::Scalar; }
+Variant primary_variant() {
+  return cpu_has_avx512vbmi() ? Variant::Avx512 : cpu_has_avx2() ? Variant::Avx2 : Variant::Scalar;
+}
 
 /// One part of the one-time check of the variant finish_to_planes dispatches to on this CPU. The
 /// row-tail part runs only when needed (a row width not a multiple of OpenCV's block: never for
@@ -624,6 +882,10 @@ void fast(const cv::Mat& bgr, const PixelOps& ops, uint8_t* dst_r, uint8_t* dst_
       row_avx2(src, w, luts.get(), m, ops.fliplr, pr, pg, pb);
       continue;
     }
+    if (var == Variant::Avx512) {
+      row_avx512(src, w, luts.get(), m, ops.fliplr, pr, pg, pb);
+      continue;
+    }
 #endif
     row_scalar(src, w, luts.get(), m, ops.fliplr, pr, pg, pb);
   }
@@ -640,12 +902,31 @@ bool cpu_has_avx2() {
 #endif
 }
 
+bool cpu_has_avx512vbmi() {
+#if defined(Y9_COLOR_X86)
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vbmi");
+  return has;
+#else
+  return false;
+#endif
+}
+
 const VerifyInfo& verify_info() { return verified_state(-1).info; }
 
+namespace {
+/// The kernel variant of an explicit Path (not Auto / Reference); throws when this CPU lacks it.
+Variant explicit_variant(Path path, const char* who) {
+  if (path == Path::Avx2) Y9_CHECK(cpu_has_avx2(), who, ": this CPU has no AVX2+FMA");
+  if (path == Path::Avx512) Y9_CHECK(cpu_has_avx512vbmi(), who, ": this CPU has no AVX-512 F/BW/VL/VBMI");
+  return path == Path::Avx512 ? Variant::Avx512 : path == Path::Avx2 ? Variant::Avx2 : Variant::Scalar;
+}
+}  // namespace
+
 VerifyInfo verify_now(Path variant) {
-  Y9_CHECK(variant == Path::Scalar || variant == Path::Avx2, "verify_now: pass Path::Scalar or Path::Avx2");
-  if (variant == Path::Avx2) Y9_CHECK(cpu_has_avx2(), "verify_now: this CPU has no AVX2+FMA");
-  const Variant var = variant == Path::Avx2 ? Variant::Avx2 : Variant::Scalar;
+  Y9_CHECK(variant == Path::Scalar || variant == Path::Avx2 || variant == Path::Avx512,
+           "verify_now: pass Path::Scalar, Path::Avx2 or Path::Avx512");
+  const Variant var = explicit_variant(variant, "verify_now");
   const auto t0 = Clock::now();
   VerifyInfo info;
   Model model;
@@ -664,11 +945,10 @@ void finish_to_planes(const cv::Mat& bgr, const PixelOps& ops, uint8_t* dst_r, u
                       Path path) {
   check_args(bgr, dst_r, dst_g, dst_b);
   if (path == Path::Reference) return reference(bgr, ops, dst_r, dst_g, dst_b);
-  if (path == Path::Avx2) Y9_CHECK(cpu_has_avx2(), "finish_to_planes: this CPU has no AVX2+FMA");
   // Without AVX2 the portable kernel is slower than OpenCV's own SSE code (6.2 vs 2.6 ms at
   // 640x640): Auto then takes the reference path; the scalar kernel stays verified and testable.
   if (path == Path::Auto && !cpu_has_avx2()) return reference(bgr, ops, dst_r, dst_g, dst_b);
-  const Variant var = path == Path::Auto ? primary_variant() : path == Path::Avx2 ? Variant::Avx2 : Variant::Scalar;
+  const Variant var = path == Path::Auto ? primary_variant() : explicit_variant(path, "finish_to_planes");
   // The flips and the deinterleave are exact byte moves; only the HSV math needs the verification.
   const State& st = ops.hsv ? verified_state(bgr.cols) : state();
   const bool need_tail = st.model.nsimd(bgr.cols) < bgr.cols;

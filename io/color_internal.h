@@ -10,10 +10,11 @@
 namespace io::color_detail {
 
 enum class Path {
-  Auto,       ///< what finish_to_planes uses: AVX2 if this CPU has it and it verified, else Reference
+  Auto,       ///< what finish_to_planes uses: AVX-512 VBMI, else AVX2, if verified; else Reference
   Reference,  ///< cv::cvtColor + cv::LUT + cv::cvtColor (io::apply_hsv) + cv::flip + cv::split
   Scalar,     ///< portable fast kernel (x86-64 baseline), even if unverified
   Avx2,       ///< AVX2+FMA fast kernel, even if unverified; throws engine::Error without AVX2
+  Avx512,     ///< AVX-512 F/BW/VL/VBMI kernel, even if unverified; throws engine::Error without them
 };
 
 /// finish_to_planes with an explicit kernel choice (same contract and errors).
@@ -22,7 +23,7 @@ void finish_to_planes(const cv::Mat& bgr, const PixelOps& ops, uint8_t* dst_r, u
 
 /// Outcome of an exhaustive verification of one kernel variant against cv::cvtColor.
 struct VerifyInfo {
-  std::string variant;     ///< "avx2" or "scalar"
+  std::string variant;     ///< "avx512vbmi", "avx2" or "scalar"
   bool ok = false;         ///< the variant equals cvtColor on the whole domain
   bool avx2_cpu = false;   ///< this CPU has AVX2 and FMA
   int simd_block = 0;      ///< OpenCV HSV2BGR SIMD block width in pixels (0: no SIMD path)
@@ -34,15 +35,18 @@ struct VerifyInfo {
 };
 
 /// The one-time verification behind io::fast_hsv_verified(): it checks the variant that
-/// finish_to_planes dispatches to on this CPU (AVX2 when available, else scalar).
+/// finish_to_planes dispatches to on this CPU (AVX-512 VBMI, else AVX2 when available, else scalar).
 const VerifyInfo& verify_info();
 
-/// Runs a fresh exhaustive verification of `variant` (Path::Scalar or Path::Avx2), e.g. for the
-/// variant this CPU does not dispatch to. Throws engine::Error for another Path or AVX2 on a CPU
-/// without it. Takes seconds for the scalar kernel.
+/// Runs a fresh exhaustive verification of `variant` (Path::Scalar, Path::Avx2 or Path::Avx512),
+/// e.g. for a variant this CPU does not dispatch to. Throws engine::Error for another Path or a
+/// variant this CPU cannot run. Takes seconds for the scalar kernel.
 VerifyInfo verify_now(Path variant);
 
 /// True when the AVX2 variant can run on this CPU.
 bool cpu_has_avx2();
+
+/// True when the AVX-512 variant can run on this CPU (avx512f, avx512bw, avx512vl, avx512vbmi).
+bool cpu_has_avx512vbmi();
 
 }  // namespace io::color_detail

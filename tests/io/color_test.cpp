@@ -7,6 +7,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "engine/error.h"
@@ -42,7 +43,13 @@ std::vector<uint8_t> run_path(const cv::Mat& bgr, const io::PixelOps& ops, Path 
 std::vector<Path> paths() {
   std::vector<Path> p{Path::Auto, Path::Reference, Path::Scalar};
   if (io::color_detail::cpu_has_avx2()) p.push_back(Path::Avx2);
+  if (io::color_detail::cpu_has_avx512vbmi()) p.push_back(Path::Avx512);
   return p;
+}
+
+/// Name of the variant finish_to_planes dispatches to on this CPU.
+std::string primary_name() {
+  return io::color_detail::cpu_has_avx512vbmi() ? "avx512vbmi" : io::color_detail::cpu_has_avx2() ? "avx2" : "scalar";
 }
 
 const char* path_name(Path p) {
@@ -51,6 +58,7 @@ const char* path_name(Path p) {
     case Path::Reference: return "reference";
     case Path::Scalar: return "scalar";
     case Path::Avx2: return "avx2";
+    case Path::Avx512: return "avx512vbmi";
   }
   return "?";
 }
@@ -103,20 +111,19 @@ void print_info(const io::color_detail::VerifyInfo& info) {
 }
 
 TEST(FinishToPlanes, ExhaustiveVerificationPasses) {
-  // The one-time check of the kernel finish_to_planes dispatches to (AVX2 where available).
+  // The one-time check of the kernel finish_to_planes dispatches to (AVX-512 VBMI, else AVX2).
   ASSERT_TRUE(io::fast_hsv_verified()) << io::color_detail::verify_info().message;
   const auto& info = io::color_detail::verify_info();
   print_info(info);
   EXPECT_TRUE(info.message.empty());
-  EXPECT_EQ(info.variant, io::color_detail::cpu_has_avx2() ? "avx2" : "scalar");
+  EXPECT_EQ(info.variant, primary_name());
 }
 
 TEST(FinishToPlanes, ExhaustiveVerificationOfEveryVariant) {
   // The variants this CPU does not dispatch to get the same exhaustive check (fresh model search).
   const auto& primary = io::color_detail::verify_info();
-  std::vector<Path> variants{Path::Scalar};
-  if (io::color_detail::cpu_has_avx2()) variants.push_back(Path::Avx2);
-  for (Path p : variants) {
+  for (Path p : paths()) {
+    if (p == Path::Auto || p == Path::Reference || path_name(p) == primary_name()) continue;
     const io::color_detail::VerifyInfo info = io::color_detail::verify_now(p);
     print_info(info);
     EXPECT_TRUE(info.ok) << info.message;
