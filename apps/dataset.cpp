@@ -91,12 +91,9 @@ int run_dataset(const DatasetArgs& a) {
         sj["cache_loaded"] = r.cache_loaded;
         sj["cache_note"] = r.cache_note;  // why the cache was rebuilt or not written ("" if fine)
         nlohmann::json fl = nlohmann::json::array();
-        for (const auto& f : r.findings) {
+        for (const auto& f : r.findings)
           fl.push_back({{"file", rel(f.file, cfg.yaml_dir)}, {"line", f.line}, {"reason", f.reason}, {"action", f.action}});
-          if (!a.json)
-            std::printf("%sWARNING %s%s: %s (%s)\n", o.prefix.c_str(), f.file.c_str(),
-                        f.line ? (":" + std::to_string(f.line)).c_str() : "", f.reason.c_str(), f.action.c_str());
-        }
+        if (!a.json) std::fputs(r.findings_text(o.prefix).c_str(), stdout);
         sj["findings"] = fl;
         std::string why;
         // Training refuses a train split without labels; every split refuses classes >= nc.
@@ -108,10 +105,9 @@ int run_dataset(const DatasetArgs& a) {
         }
         if (!a.json) {
           std::printf("%s%s\n", o.prefix.c_str(), r.summary_line().c_str());
-          std::printf("%s%lld images, %lld backgrounds, %lld boxes, %lld duplicates removed%s\n", o.prefix.c_str(),
+          std::printf("%s%lld images, %lld backgrounds, %lld boxes, %lld duplicates removed\n", o.prefix.c_str(),
                       static_cast<long long>(st.images), static_cast<long long>(st.backgrounds),
-                      static_cast<long long>(st.boxes), static_cast<long long>(st.duplicates_removed),
-                      r.cache_note.empty() ? "" : ("; " + r.cache_note).c_str());
+                      static_cast<long long>(st.boxes), static_cast<long long>(st.duplicates_removed));
           if (!ok) std::printf("%sERROR %s\n", o.prefix.c_str(), why.c_str());
         }
         if (split == "train") {

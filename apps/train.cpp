@@ -28,6 +28,7 @@
 #include <thread>
 
 #include "apps/commands.h"
+#include "apps/evaluator.h"
 #include "apps/train_val.h"
 #include "engine/allocator.h"
 #include "engine/autograd.h"
@@ -437,12 +438,9 @@ int run_train(TrainOptions o, bool resume_flag) {
   graph::BuildOptions bo;
   bo.seed = static_cast<uint64_t>(o.seed);
   auto model = graph::Model::from_yaml(o.cfg, nc, bo);
-  // Image size: a multiple of the largest stride (official check_img_size, floor 2 * stride).
-  const int64_t gs = std::max<int64_t>(32, static_cast<int64_t>(*std::max_element(model->strides().begin(), model->strides().end())));
-  const int64_t imgsz = std::max<int64_t>((o.imgsz + gs - 1) / gs * gs, 2 * gs);
-  if (imgsz != o.imgsz)
-    std::printf("WARNING --img-size %lld must be multiple of max stride %lld, updating to %lld\n",
-                (long long)o.imgsz, (long long)gs, (long long)imgsz);
+  // Image size: a multiple of the grid stride, at least 2 grids (official check_img_size(imgsz, gs, gs * 2)).
+  const int64_t gs = model->grid_stride();
+  const int64_t imgsz = check_img_size(static_cast<int>(o.imgsz), static_cast<int>(gs), static_cast<int>(2 * gs));
   std::printf("%s\n", model->summary(fs::path(o.cfg).stem().string(), imgsz).c_str());
   const int branches = model->head()->branches;
   Y9_CHECK_T(engine::ConfigError, branches == 1 || branches == 2, o.cfg, ": heads with ", branches,

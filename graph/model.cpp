@@ -226,6 +226,11 @@ double Model::gflops(int64_t img_h, int64_t img_w) const {
 
 // --- summary --------------------------------------------------------------------------------------
 
+int64_t Model::grid_stride() const {
+  const auto& st = strides();
+  return std::max<int64_t>(32, st.empty() ? 32 : static_cast<int64_t>(*std::max_element(st.begin(), st.end())));
+}
+
 std::string Model::summary(const std::string& name, int64_t img) {
   std::ostringstream os;
   char line[512];
@@ -243,8 +248,7 @@ std::string Model::summary(const std::string& name, int64_t img) {
   }
   // Official model_info: FLOPs of a stride x stride input scaled to img x img, so any --img works
   // (equal to gflops(img, img) when img is a multiple of the largest stride).
-  const auto& st = strides();
-  const int64_t s = std::max<int64_t>(32, st.empty() ? 32 : static_cast<int64_t>(*std::max_element(st.begin(), st.end())));
+  const int64_t s = grid_stride();
   const double scale = static_cast<double>(img) / static_cast<double>(s);
   std::snprintf(line, sizeof line, "%s summary: %lld layers, %lld parameters, %lld gradients, %.1f GFLOPs\n",
                 name.c_str(), static_cast<long long>(num_modules_official()),

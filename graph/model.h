@@ -44,6 +44,9 @@ class Model : public Module {
   int64_t nc() const { return cfg_.nc; }
   /// Strides of the head levels in pixels ([8, 16, 32] for every shipped model).
   const std::vector<double>& strides() const { return head_->stride; }
+  /// Grid size in pixels that image sides must be multiples of: max(32, largest stride)
+  /// (official gs = max(int(model.stride.max()), 32) in train_dual.py and model_info).
+  int64_t grid_stride() const;
 
   /// Elements of all parameters (trainable + frozen DFL weights), as sum(p.numel()).
   int64_t num_parameters() const;

@@ -316,10 +316,14 @@ bool ScanResult::trainable(std::string* why) const {
   else if (stats.boxes == 0) w = "all label files are empty, can not start training";
   else if (class_out_of_range) {
     w = "label class ids exceed nc";
+    const Finding* first = nullptr;
     int64_t n = 0;
     for (const auto& f : findings)
-      if (f.action == "refuse" && n++ == 0)
-        w += ": " + f.file + (f.line ? ":" + std::to_string(f.line) : "") + ": " + f.reason;
+      if (f.action == "refuse") {
+        if (!first) first = &f;
+        ++n;
+      }
+    if (first) w += ": " + first->file + (first->line ? ":" + std::to_string(first->line) : "") + ": " + first->reason;
     if (n > 1) w += " (and " + std::to_string(n - 1) + " more)";
   }
   if (why) *why = w;

@@ -31,37 +31,59 @@ std::vector<int64_t> distributed_indices(int64_t n, int rank, int world_size, bo
   return out;
 }
 
+namespace {
+// Writes samples one at a time into a batch of B: image planes (BGR HWC -> RGB CHW with the
+// sample's pixel ops applied, io::finish_to_planes) and target rows [i, class, cx, cy, w, h].
+// The first sample fixes H x W; later ones must match (engine::ShapeError otherwise).
+class BatchWriter {
+ public:
+  BatchWriter(int64_t batch, engine::Allocator* allocator) : B_(batch), allocator_(allocator) {
+    out_.indices.reserve(static_cast<size_t>(batch));
+    out_.paths.reserve(static_cast<size_t>(batch));
+  }
+  void add(const Sample& s, const PixelOps& ops, const std::string& path) {
+    const int64_t i = static_cast<int64_t>(out_.indices.size());
+    if (i == 0) {
+      H_ = s.img.rows;
+      W_ = s.img.cols;
+      out_.images = engine::empty_from_allocator(allocator_, {B_, 3, H_, W_}, engine::DType::U8);
+    }
+    Y9_CHECK_SHAPE(i < B_ && s.img.rows == H_ && s.img.cols == W_ && s.img.type() == CV_8UC3, "collate: sample ", i,
+                   " is ", s.img.cols, "x", s.img.rows, ", batch is ", W_, "x", H_, " (", B_, " samples)");
+    const size_t plane = static_cast<size_t>(H_) * W_;
+    uint8_t* dst = out_.images.data<uint8_t>() + static_cast<size_t>(i) * 3 * plane;
+    finish_to_planes(s.img, ops, dst, dst + plane, dst + 2 * plane);
+    for (const auto& l : s.labels) {
+      targets_.push_back(static_cast<float>(i));
+      targets_.insert(targets_.end(), l.begin(), l.end());
+    }
+    out_.indices.push_back(s.index);
+    out_.paths.push_back(path);
+  }
+  Batch finish() {
+    const int64_t n = static_cast<int64_t>(targets_.size() / 6);
+    out_.targets = engine::empty_from_allocator(allocator_, {n, 6}, engine::DType::F32);
+    std::copy(targets_.begin(), targets_.end(), out_.targets.data<float>());
+    return std::move(out_);
+  }
+
+ private:
+  int64_t B_;
+  engine::Allocator* allocator_;
+  int64_t H_ = 0, W_ = 0;
+  std::vector<float> targets_;
+  Batch out_;
+};
+}  // namespace
+
 Batch collate(const std::vector<Sample>& samples, const std::vector<std::string>& paths,
               engine::Allocator* allocator) {
   Y9_CHECK_SHAPE(!samples.empty(), "collate: empty batch");
-  const int64_t B = static_cast<int64_t>(samples.size());
-  const int H = samples[0].img.rows, W = samples[0].img.cols;
-  Batch b;
-  b.images = engine::empty_from_allocator(allocator, {B, 3, H, W}, engine::DType::U8);
-  uint8_t* dst = b.images.data<uint8_t>();
-  int64_t n = 0;
-  for (const auto& s : samples) n += static_cast<int64_t>(s.labels.size());
-  b.targets = engine::empty_from_allocator(allocator, {n, 6}, engine::DType::F32);
-  float* t = b.targets.data<float>();
-  const size_t plane = static_cast<size_t>(H) * W;
-  for (int64_t i = 0; i < B; ++i) {
-    const cv::Mat& im = samples[i].img;
-    Y9_CHECK_SHAPE(im.rows == H && im.cols == W && im.type() == CV_8UC3, "collate: sample ", i, " is ", im.cols,
-                   "x", im.rows, ", batch is ", W, "x", H);
-    // BGR HWC -> RGB CHW: cv::split (SIMD deinterleave) straight into the batch planes.
-    cv::Mat planes[3] = {cv::Mat(H, W, CV_8U, dst + (i * 3 + 2) * plane),   // B
-                         cv::Mat(H, W, CV_8U, dst + (i * 3 + 1) * plane),   // G
-                         cv::Mat(H, W, CV_8U, dst + (i * 3 + 0) * plane)};  // R
-    cv::split(im, planes);
-    for (const auto& l : samples[i].labels) {
-      t[0] = static_cast<float>(i);
-      std::copy(l.begin(), l.end(), t + 1);
-      t += 6;
-    }
-    b.indices.push_back(samples[i].index);
-  }
-  b.paths = paths;
-  return b;
+  Y9_CHECK_SHAPE(paths.size() == samples.size(), "collate: ", samples.size(), " samples but ", paths.size(),
+                 " paths");
+  BatchWriter w(static_cast<int64_t>(samples.size()), allocator);
+  for (size_t i = 0; i < samples.size(); ++i) w.add(samples[i], PixelOps{}, paths[i]);
+  return w.finish();
 }
 
 DataLoader::DataLoader(std::shared_ptr<const AugmentedDataset> ds, LoaderOptions opts)
@@ -109,40 +131,17 @@ LoaderStats DataLoader::stats() const {
 std::optional<Batch> DataLoader::make_batch(const std::vector<int64_t>& order, int epoch, int64_t b,
                                             uint64_t gen) const {
   const int64_t lo = b * opts_.batch_size, hi = std::min<int64_t>(lo + opts_.batch_size, order.size());
-  const int64_t B = hi - lo;
-  Batch out;
-  std::vector<float> targets;
-  int H = 0, W = 0;
-  out.indices.reserve(static_cast<size_t>(B));
-  out.paths.reserve(static_cast<size_t>(B));
+  BatchWriter w(hi - lo, pinned_);
   for (int64_t i = lo; i < hi; ++i) {
     if (stopping_.load(std::memory_order_relaxed) || generation_.load(std::memory_order_relaxed) != gen)
       return std::nullopt;  // discarded or shutting down: stop early
     // Each sample's deferred HSV/flips are applied while it is written into the batch planes
     // (one pass, while its warped image is still in cache), then the image is released.
     PixelOps ops;
-    Sample s = ds_->get(order[i], epoch, &ops);
-    if (i == lo) {
-      H = s.img.rows;
-      W = s.img.cols;
-      out.images = engine::empty_from_allocator(pinned_, {B, 3, H, W}, engine::DType::U8);
-    }
-    Y9_CHECK_SHAPE(s.img.rows == H && s.img.cols == W && s.img.type() == CV_8UC3, "collate: sample ", i - lo, " is ",
-                   s.img.cols, "x", s.img.rows, ", batch is ", W, "x", H);
-    const size_t plane = static_cast<size_t>(H) * W;
-    uint8_t* dst = out.images.data<uint8_t>() + static_cast<size_t>(i - lo) * 3 * plane;
-    finish_to_planes(s.img, ops, dst, dst + plane, dst + 2 * plane);
-    for (const auto& l : s.labels) {
-      targets.push_back(static_cast<float>(i - lo));
-      targets.insert(targets.end(), l.begin(), l.end());
-    }
-    out.indices.push_back(s.index);
-    out.paths.push_back(ds_->records()[order[i]].image_path);
+    const Sample s = ds_->get(order[i], epoch, &ops);
+    w.add(s, ops, ds_->records()[order[i]].image_path);
   }
-  const int64_t n = static_cast<int64_t>(targets.size() / 6);
-  out.targets = engine::empty_from_allocator(pinned_, {n, 6}, engine::DType::F32);
-  std::copy(targets.begin(), targets.end(), out.targets.data<float>());
-  return out;
+  return w.finish();
 }
 
 bool DataLoader::can_claim_locked() const {

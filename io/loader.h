@@ -55,9 +55,12 @@ struct Batch {
   std::vector<std::string> paths;  ///< image paths
 };
 
-/// Collates samples (all the same H x W) into a Batch; images and targets are allocated from
+/// Collates finished samples (H x W x 3 uint8 BGR, all the same size; paths[i] belongs to
+/// samples[i]) into a Batch (official collate_fn): images [B, 3, H, W] uint8 RGB, targets
+/// [N, 6] F32 [image_index, class, cx, cy, w, h]. Images and targets are allocated from
 /// `allocator` (a CPU-memory allocator, e.g. engine::pinned_host_allocator()) or, when nullptr,
-/// as ordinary CPU tensors. Throws engine::ShapeError on mixed sizes or an empty batch.
+/// as ordinary CPU tensors. Throws engine::ShapeError on mixed sizes, an empty batch or a
+/// paths/samples count mismatch.
 Batch collate(const std::vector<Sample>& samples, const std::vector<std::string>& paths,
               engine::Allocator* allocator = nullptr);
 

@@ -144,40 +144,44 @@ Y9_HD void dfl_expect_bwd(const T* logits, int n, T g, T* g_logits) {
   for (int k = 0; k < n; ++k) g_logits[k] += g * (k_exp_box(logits[k] - mx) / s) * (T(k) - e);
 }
 
+/// Shared part of the DFL forward and backward for one side: the two target bins left =
+/// trunc(y) (guarded into [0, n - 2]) and right = left + 1 with weights wl = right - y and
+/// wr = 1 - wl, the logits' max `mx` and sum of exp(logit - mx) `s`.
+template <typename T>
+struct DflSide {
+  int left, right;
+  T wl, wr, mx, s;
+  Y9_HD DflSide(const T* logits, int n, T y) {
+    left = static_cast<int>(y);
+    left = left < 0 ? 0 : (left > n - 2 ? n - 2 : left);  // guard memory; the loss clamps y first
+    right = left + 1;
+    wl = T(right) - y;
+    wr = T(1) - wl;
+    mx = logits[0];
+    for (int k = 1; k < n; ++k) mx = logits[k] > mx ? logits[k] : mx;
+    s = T(0);
+    for (int k = 0; k < n; ++k) s += k_exp_box(logits[k] - mx);
+  }
+};
+
 /// DFL of one side: ce(left) * (right - y) + ce(right) * (1 - (right - y)) with
 /// left = trunc(y), right = left + 1, ce(k) = -log_softmax(logits)[k]; y in [0, n - 1).
 /// Source: "Generalized Focal Loss" (Li et al., NeurIPS 2020) eq. 6; official BboxLoss._df_loss.
 template <typename T>
 Y9_HD T dfl_side_fwd(const T* logits, int n, T y) {
-  int left = static_cast<int>(y);
-  left = left < 0 ? 0 : (left > n - 2 ? n - 2 : left);  // guard memory; the loss clamps y first
-  const int right = left + 1;
-  const T wl = T(right) - y;
-  const T wr = T(1) - wl;
-  T mx = logits[0];
-  for (int k = 1; k < n; ++k) mx = logits[k] > mx ? logits[k] : mx;
-  T s = T(0);
-  for (int k = 0; k < n; ++k) s += k_exp_box(logits[k] - mx);
-  const T lse = k_log_box(s) + mx;
-  return (lse - logits[left]) * wl + (lse - logits[right]) * wr;
+  const DflSide<T> d(logits, n, y);
+  const T lse = k_log_box(d.s) + d.mx;
+  return (lse - logits[d.left]) * d.wl + (lse - logits[d.right]) * d.wr;
 }
 
 /// Backward of dfl_side_fwd: g_logits[k] += g * (softmax_k - wl*[k==left] - wr*[k==right]).
 template <typename T>
 Y9_HD void dfl_side_bwd(const T* logits, int n, T y, T g, T* g_logits) {
-  int left = static_cast<int>(y);
-  left = left < 0 ? 0 : (left > n - 2 ? n - 2 : left);  // guard memory; the loss clamps y first
-  const int right = left + 1;
-  const T wl = T(right) - y;
-  const T wr = T(1) - wl;
-  T mx = logits[0];
-  for (int k = 1; k < n; ++k) mx = logits[k] > mx ? logits[k] : mx;
-  T s = T(0);
-  for (int k = 0; k < n; ++k) s += k_exp_box(logits[k] - mx);
+  const DflSide<T> d(logits, n, y);
   for (int k = 0; k < n; ++k) {
-    T t = k_exp_box(logits[k] - mx) / s;
-    if (k == left) t -= wl;
-    if (k == right) t -= wr;
+    T t = k_exp_box(logits[k] - d.mx) / d.s;
+    if (k == d.left) t -= d.wl;
+    if (k == d.right) t -= d.wr;
     g_logits[k] += g * t;
   }
 }

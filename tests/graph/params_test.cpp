@@ -2,6 +2,8 @@
 // (no fixtures: shipped configs and inline YAML only).
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include <cmath>
 #include <string>
 
@@ -186,4 +188,11 @@ TEST(ModelGraph, SummaryTable) {
   EXPECT_NE(s.find("gelan-m summary: 606 layers, 20124000 parameters, 20123984 gradients, 76.8 GFLOPs"),
             std::string::npos)
       << s;
+  // Official model_info: GFLOPs of a grid_stride() input scaled to the image, so sides that are
+  // not multiples of 32 still print (gflops(150, 150) itself would throw).
+  EXPECT_EQ(m->grid_stride(), 32);
+  const std::string s150 = m->summary("gelan-m", 150);
+  char want[64];
+  std::snprintf(want, sizeof want, "%.1f GFLOPs", m->gflops(32, 32) * (150.0 / 32) * (150.0 / 32));
+  EXPECT_NE(s150.find(want), std::string::npos) << s150;
 }
