@@ -20,6 +20,7 @@ namespace fs = std::filesystem;
 
 namespace apps {
 
+
 namespace {
 
 struct DatasetArgs {

@@ -8,14 +8,17 @@
 #include <vector>
 
 #include "apps/commands.h"
+#include "io/paths.h"
 #include "apps/detector.h"
-#include "apps/weights.h"
+#include "apps/training/weights.h"
 #include "engine/error.h"
 #include "io/data_yaml.h"
 
 namespace fs = std::filesystem;
 
 namespace apps {
+
+using namespace training;  // the library layer behind the commands
 
 // ---------------------------------------------------------------------------------------------
 // The command line
@@ -79,7 +82,7 @@ int run_detect_cli(const DetectArgs& a) {
   o.hide_conf = a.hide_conf;
   o.vid_stride = a.vid_stride;
   o.names = names;
-  o.save_dir = increment_run_dir(a.project, a.name, a.exist_ok);
+  o.save_dir = io::increment_path((std::filesystem::path(a.project) / a.name).string(), a.exist_ok, /*mkdir=*/true);
   DetectSummary s = run_detect(model_predictor(*lm.model), a.source, o);
   if (o.save_txt || !o.nosave) {
     std::string extra;

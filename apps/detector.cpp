@@ -28,6 +28,8 @@ namespace fs = std::filesystem;
 
 namespace apps {
 
+using namespace training;  // the library layer behind the commands
+
 using engine::DType;
 using engine::Tensor;
 

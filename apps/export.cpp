@@ -14,10 +14,13 @@
 #include "graph/fuse.h"
 #include "graph/model.h"
 #include "graph/state.h"
+#include "apps/training/weights.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 
 namespace apps {
+
+using namespace training;  // the library layer behind the commands
 
 namespace {
 
@@ -50,9 +53,9 @@ int run_export(const ExportOptions& o) {
   if (train_ckpt) {
     graph::LoadOptions lo;
     lo.prefix = io::kCkptEma;
-    graph::load_weights(*model, o.weights, lo);
+    training::load_weights(*model, o.weights, lo);
   } else {
-    model->load_weights(o.weights);
+    training::load_weights(*model, o.weights);
   }
   model->eval();
   std::string cfg_used = o.cfg;
@@ -64,7 +67,7 @@ int run_export(const ExportOptions& o) {
   }
   int fused = 0;
   if (o.fuse) fused = graph::fuse(*model);
-  graph::save_weights(*model, o.out,
+  training::save_weights(*model, o.out,
                       {{"format", "yolov9-cpp state_dict"},
                        {"cfg", cfg_used},
                        {"nc", std::to_string(model->nc())},

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "apps/commands.h"
-#include "apps/config_paths.h"
+#include "apps/training/config_paths.h"
 #include "engine/autograd.h"
 #include "engine/device.h"
 #include "engine/tensor.h"
@@ -17,6 +17,8 @@
 #include "ops/reduce.h"
 
 namespace apps {
+
+using namespace training;  // the library layer behind the commands
 
 int self_check() {
   using engine::Tensor;

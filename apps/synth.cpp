@@ -9,6 +9,7 @@
 
 namespace apps {
 
+
 void register_synth(CLI::App& app) {
   static io::SynthOptions opt;  // CLI11 binds options to storage that outlives parsing
   add_command(

@@ -9,8 +9,9 @@
 #include "apps/val.h"
 
 #include "apps/commands.h"
-#include "apps/evaluator.h"
-#include "apps/weights.h"
+#include "io/paths.h"
+#include "apps/training/evaluator.h"
+#include "apps/training/weights.h"
 #include "engine/device.h"
 #include "engine/error.h"
 #include "io/data_yaml.h"
@@ -18,6 +19,8 @@
 namespace fs = std::filesystem;
 
 namespace apps {
+
+using namespace training;  // the library layer behind the commands
 
 namespace {
 
@@ -103,7 +106,7 @@ int run_val(ValArgs a) {
   o.json_stem = fs::path(w).stem().string();
   o.task = split;
   o.device = select_device(a.device, "val");
-  o.save_dir = increment_run_dir(a.project, a.name, a.exist_ok);
+  o.save_dir = io::increment_path((std::filesystem::path(a.project) / a.name).string(), a.exist_ok, /*mkdir=*/true);
 
   auto ds = make_val_dataset(entries, imgsz, a.batch_size, rect, pad, data.nc, a.single_cls, a.min_items, split + ": ");
   std::printf("val: %s (%s%s, %lld parameters), %lld images\n", w.c_str(), fs::path(lm.cfg).stem().string().c_str(),

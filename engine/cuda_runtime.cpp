@@ -1,10 +1,12 @@
-// CUDA runtime facts (device count), error helpers, the per-device stream registry and
-// memcpy_any. Without the CUDA backend only cuda_compiled/cuda_device_count/cuda_allocator
-// exist and report "no GPU" (the caching allocator itself is in engine/cuda_allocator.cpp).
+// CUDA runtime facts (device count), error helpers, the per-device stream registry, the CUDA
+// DeviceContext and copies between devices. Without the CUDA backend only cuda_compiled,
+// cuda_device_count, cuda_allocator and CPU<->CPU copies exist (the caching allocator itself is
+// in engine/cuda_allocator.cpp).
 #include "engine/cuda_runtime.h"
 
 #include <cstdlib>
 #include <cstring>
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -43,6 +45,13 @@ int cuda_device_count() {
 #if !defined(Y9_WITH_CUDA)
 Allocator* cuda_allocator(int index) {
   Y9_THROW(Error, "cuda:", index, " requested but this build has no CUDA backend (configure with nvcc on PATH)");
+}
+
+void memcpy_between_devices(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes) {
+  if (nbytes == 0) return;
+  Y9_CHECK(dst_dev.is_cpu() && src_dev.is_cpu(), "copy ", src_dev.str(), " -> ", dst_dev.str(),
+           " needs the CUDA backend (this build has none)");
+  std::memcpy(dst, src, nbytes);
 }
 #else
 
@@ -84,9 +93,9 @@ CudaDeviceGuard::~CudaDeviceGuard() {
 }
 
 namespace {
-// Process-wide registry of per-device streams (the allocator-pool exception of guide 3.9).
-// Streams are intentionally never destroyed: destroying them during static destruction races
-// with the CUDA runtime's own teardown.
+// Process-wide registry of per-device compute streams (the allocator-pool exception of guide
+// 3.9). Streams are intentionally never destroyed: destroying them during static destruction
+// races with the CUDA runtime's own teardown.
 struct StreamRegistry {
   std::mutex mu;
   std::vector<cudaStream_t> streams;
@@ -115,48 +124,97 @@ cudaStream_t cuda_stream(int device) {
   return s;
 }
 
-#endif  // Y9_WITH_CUDA
+// --- the CUDA device context -----------------------------------------------------------------------
 
-}  // namespace engine
+namespace {
+void destroy_event(void* e) {
+  if (cudaEventDestroy(static_cast<cudaEvent_t>(e)) != cudaSuccess) {
+    cudaGetLastError();
+    std::fprintf(stderr, "warning: cudaEventDestroy failed (ignored)\n");
+  }
+}
+}  // namespace
 
-#if defined(Y9_WITH_CUDA)
-namespace kernels::cuda {
+CudaContext::CudaContext(Device device) : DeviceContext(device) {}
 
-cudaStream_t current_stream(int device) { return engine::cuda_stream(device); }
+CudaContext::~CudaContext() {
+  // Contexts live for the process; the side streams are left to the driver's teardown, like the
+  // compute stream (destroying streams during static destruction races with the runtime).
+}
 
-void memcpy_any(void* dst, engine::Device dst_dev, const void* src, engine::Device src_dev, size_t nbytes) {
+void* CudaContext::stream(StreamKind kind) {
+  const int dev = device().index;
+  if (kind == StreamKind::Compute) return cuda_stream(dev);
+  std::lock_guard<std::mutex> lock(mu_);
+  cudaStream_t& s = streams_[static_cast<int>(kind)];
+  if (!s) {
+    CudaDeviceGuard g(dev);
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  }
+  return s;
+}
+
+void CudaContext::record(Event& ev, StreamKind kind) {
+  CudaDeviceGuard g(device().index);
+  cudaEvent_t e = nullptr;
+  CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  set_native(ev, device(), e, &destroy_event);
+  CUDA_CHECK(cudaEventRecord(e, static_cast<cudaStream_t>(stream(kind))));
+}
+
+void CudaContext::wait(const Event& ev, StreamKind kind) {
+  if (!ev.native()) return;
+  CudaDeviceGuard g(device().index);
+  CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream(kind)), static_cast<cudaEvent_t>(ev.native()), 0));
+}
+
+void CudaContext::synchronize(StreamKind kind) {
+  CudaDeviceGuard g(device().index);
+  CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream(kind))));
+}
+
+void CudaContext::synchronize(const Event& ev) {
+  if (!ev.native()) return;
+  CudaDeviceGuard g(device().index);
+  CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(ev.native())));
+}
+
+// --- copies between devices --------------------------------------------------------------------------
+
+void memcpy_between_devices(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes) {
   if (nbytes == 0) return;
   if (dst_dev.is_cpu() && src_dev.is_cpu()) {
     std::memcpy(dst, src, nbytes);
     return;
   }
   if (dst_dev.is_cuda() && src_dev.is_cpu()) {  // H2D
-    engine::CudaDeviceGuard g(dst_dev.index);
-    cudaStream_t s = engine::cuda_stream(dst_dev.index);
+    CudaDeviceGuard g(dst_dev.index);
+    cudaStream_t s = cuda_stream(dst_dev.index);
     CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, s));
     CUDA_CHECK(cudaStreamSynchronize(s));
     return;
   }
   if (dst_dev.is_cpu() && src_dev.is_cuda()) {  // D2H
-    engine::CudaDeviceGuard g(src_dev.index);
-    cudaStream_t s = engine::cuda_stream(src_dev.index);
+    CudaDeviceGuard g(src_dev.index);
+    cudaStream_t s = cuda_stream(src_dev.index);
     CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, s));
     CUDA_CHECK(cudaStreamSynchronize(s));
     return;
   }
   if (dst_dev.index == src_dev.index) {  // D2D, one device
-    engine::CudaDeviceGuard g(dst_dev.index);
-    CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToDevice, engine::cuda_stream(dst_dev.index)));
+    CudaDeviceGuard g(dst_dev.index);
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToDevice, cuda_stream(dst_dev.index)));
     return;
   }
   // D2D across devices: the source's pending writes must land before the peer copy reads it.
   {
-    engine::CudaDeviceGuard g(src_dev.index);
-    CUDA_CHECK(cudaStreamSynchronize(engine::cuda_stream(src_dev.index)));
+    CudaDeviceGuard g(src_dev.index);
+    CUDA_CHECK(cudaStreamSynchronize(cuda_stream(src_dev.index)));
   }
-  engine::CudaDeviceGuard g(dst_dev.index);
-  CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_dev.index, src, src_dev.index, nbytes, engine::cuda_stream(dst_dev.index)));
+  CudaDeviceGuard g(dst_dev.index);
+  CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_dev.index, src, src_dev.index, nbytes, cuda_stream(dst_dev.index)));
 }
 
-}  // namespace kernels::cuda
-#endif
+#endif  // Y9_WITH_CUDA
+
+}  // namespace engine

@@ -1,11 +1,25 @@
-// Helpers for CUDA runtime calls: the CUDA_CHECK family of macros (guide/style.md 3.5), the
-// per-device compute streams and a device-aware memcpy. The declarations below the #if need the
-// CUDA runtime headers (not nvcc): include only from code compiled with Y9_WITH_CUDA.
+// CUDA runtime facts and helpers of the engine: device count, copies between devices, and (with
+// the CUDA backend) the CUDA_CHECK family of macros (guide/style.md 3.5), the per-device streams
+// and the CUDA DeviceContext. The declarations inside the #if need the CUDA runtime headers (not
+// nvcc): include them only from code compiled with Y9_WITH_CUDA.
 #pragma once
 #include <cstddef>
 
+#include "engine/backend.h"
 #include "engine/device.h"
 #include "engine/error.h"
+
+namespace engine {
+
+/// Copies `nbytes` bytes between any two devices (CPU<->CPU, CPU<->CUDA, CUDA<->CUDA), ordered
+/// after the work already queued on the CUDA device's compute stream. D2H and H2D return only
+/// when the copy is complete (the host buffer may be reused or read at once); D2D on one device
+/// is asynchronous on its compute stream; D2D between devices synchronises the source stream,
+/// then copies on the destination stream. nbytes == 0 is a no-op. Throws CudaError on a runtime
+/// failure, Error for a CUDA device in a build without the CUDA backend.
+void memcpy_between_devices(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes);
+
+}  // namespace engine
 
 #if defined(Y9_WITH_CUDA)
 #include <cuda_runtime_api.h>
@@ -24,7 +38,26 @@ void cuda_check_launch(cudaStream_t stream, const char* file, int line);
 /// device is ordered on this stream, which is what makes block reuse after free safe without
 /// events. Also makes `device` the calling thread's current device (cudaSetDevice only when it
 /// differs), so a launch into the returned stream is valid. Throws CudaError (bad index, no GPU).
+/// The CUDA DeviceContext's StreamKind::Compute is this stream.
 cudaStream_t cuda_stream(int device);
+
+/// The CUDA DeviceContext: the compute stream above plus a host-to-device copy stream and a
+/// communication stream (non-blocking, created on first use), events (cudaEventDisableTiming),
+/// and the per-device state the CUDA backend attaches (cuBLAS/cuDNN handles, workspace, caches).
+class CudaContext final : public DeviceContext {
+ public:
+  explicit CudaContext(Device device);
+  ~CudaContext() override;
+  void* stream(StreamKind kind = StreamKind::Compute) override;
+  void record(Event& ev, StreamKind kind = StreamKind::Compute) override;
+  void wait(const Event& ev, StreamKind kind = StreamKind::Compute) override;
+  void synchronize(StreamKind kind = StreamKind::Compute) override;
+  void synchronize(const Event& ev) override;
+
+ private:
+  cudaStream_t streams_[kNumStreamKinds] = {};
+  std::mutex mu_;
+};
 
 /// RAII: makes `device` current for the scope, restores the previous device on exit.
 class CudaDeviceGuard {
@@ -38,18 +71,6 @@ class CudaDeviceGuard {
   int prev_ = -1;
 };
 }  // namespace engine
-
-namespace kernels::cuda {
-/// The stream kernels of `device` are launched on; see engine::cuda_stream.
-cudaStream_t current_stream(int device);
-/// Copies `nbytes` bytes between any two devices (CPU<->CUDA, CUDA<->CUDA, CPU<->CPU), ordered
-/// after the work already queued on the CUDA device's compute stream. D2H and H2D return only
-/// when the copy is complete (the host buffer may be reused or read at once); D2D on one
-/// device is asynchronous on its stream; D2D between devices synchronises the source stream,
-/// then copies on the destination stream (asynchronous). nbytes == 0 is a no-op.
-/// Throws CudaError on any runtime failure.
-void memcpy_any(void* dst, engine::Device dst_dev, const void* src, engine::Device src_dev, size_t nbytes);
-}  // namespace kernels::cuda
 
 #define CUDA_CHECK(expr)                                                   \
   do {                                                                     \

@@ -90,6 +90,14 @@ FlatBuffer pack_flat(const std::vector<std::pair<std::string, Tensor>>& tensors)
   return fb;
 }
 
+FlatBuffer flat_zeros_like(const FlatBuffer& like) {
+  Y9_CHECK(like.flat.defined(), "flat_zeros_like: undefined flat buffer");
+  FlatBuffer fb;
+  fb.segments = like.segments;
+  fb.flat = aligned_zeros(like.flat.numel(), like.flat.dtype(), like.flat.device());
+  return fb;
+}
+
 FlatBuffer attach_flat_grads(const std::vector<std::pair<std::string, Tensor>>& params) {
   std::vector<std::pair<std::string, Tensor>> trainable;
   for (const auto& np : params)

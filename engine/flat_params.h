@@ -44,6 +44,10 @@ std::vector<FlatSegment> flat_layout(const std::vector<std::pair<std::string, Te
 /// dtype/device; a non-leaf tensor (grad_fn set) is rejected too.
 FlatBuffer pack_flat(const std::vector<std::pair<std::string, Tensor>>& tensors);
 
+/// A new zeroed flat buffer with `like`'s layout, dtype and device (segments copied; the flat
+/// tensor starts 256-byte aligned). Used for gradient and optimizer-state buffers.
+FlatBuffer flat_zeros_like(const FlatBuffer& like);
+
 /// Allocates one zeroed flat gradient buffer with the same layout rule for the parameters among
 /// `params` that require gradients, and sets each one's .grad to its view (Tensor::set_grad), so
 /// backward accumulates in place into the flat buffer. Parameters that do not require gradients

@@ -13,7 +13,7 @@ namespace engine {
 /// error counts as "no GPU"). Decided once, on the first call; thread-safe; never destroyed.
 /// Its blocks are CPU memory (device() is cpu), cudaHostAllocPortable, reused through the size
 /// classes of CachingAllocatorCore without stream tracking: a block may be reused as soon as its
-/// tensor is freed, which is safe because host<->device copies (kernels::cuda::memcpy_any)
+/// tensor is freed, which is safe because host<->device copies (engine::memcpy_between_devices)
 /// return only after they complete. Out of pinned memory throws engine::CudaError.
 Allocator* pinned_host_allocator();
 

@@ -1,5 +1,5 @@
 // Tensor metadata, factories and views. View ops record autograd nodes whose backward is another
-// view or a copy; kernels (copy, fill, add) come from ops/tensor_methods.cpp.
+// view or a copy; the methods that run kernels are in engine/tensor_methods.cpp.
 #include "engine/tensor.h"
 
 #include <algorithm>

@@ -1,8 +1,7 @@
 // Tensor: a strided N-d view into a Storage, with dtype, device and autograd metadata.
 // Layout is row-major; images are NCHW. Views (reshape, permute, slice, ...) share storage and
 // record autograd nodes, so gradients flow through them. Methods that run a kernel (contiguous,
-// copy_, to, fill_, add_) are declared here and implemented in ops/ (tensor_methods.cpp), which
-// dispatches on the device.
+// copy_, to, fill_, add_) call the backend of the tensor's device (engine/tensor_methods.cpp).
 #pragma once
 #include <cstdint>
 #include <functional>

@@ -7,6 +7,7 @@
 #include "engine/error.h"
 #include "graph/model.h"
 #include "ops/ops.h"
+#include "ops/tal.h"
 
 namespace graph {
 
@@ -19,25 +20,6 @@ Tensor apply_act(const Tensor& x, Act act) {
     case Act::Identity: return x;
   }
   return x;
-}
-
-// make_anchors(feats, strides, 0.5) (utils/tal/anchor_generator.py): anchor points [1, 2, A]
-// in grid units (x + 0.5, y + 0.5; y outer, x inner; levels P3..P5) and strides [1, 1, A].
-std::pair<Tensor, Tensor> make_anchors(const std::vector<Tensor>& feats, const std::vector<double>& stride) {
-  std::vector<float> px, py, st;
-  for (size_t l = 0; l < feats.size(); ++l) {
-    const int64_t h = feats[l].size(2), w = feats[l].size(3);
-    for (int64_t y = 0; y < h; ++y)
-      for (int64_t x = 0; x < w; ++x) {
-        px.push_back(static_cast<float>(x) + 0.5f);
-        py.push_back(static_cast<float>(y) + 0.5f);
-        st.push_back(static_cast<float>(stride[l]));
-      }
-  }
-  const auto a = static_cast<int64_t>(px.size());
-  px.insert(px.end(), py.begin(), py.end());
-  const engine::Device dev = feats[0].device();
-  return {Tensor::from_vector(px, {1, 2, a}, dev), Tensor::from_vector(st, {1, 1, a}, dev)};
 }
 
 }  // namespace
@@ -59,7 +41,7 @@ Tensor BatchNorm2d::forward(const Tensor& x) const {
 
 Tensor Sequential::forward(const Tensor& x) const {
   Tensor y = x;
-  for (const auto& b : items) y = b->run(y);
+  for (const auto& b : items) y = b->forward(y);
   return y;
 }
 
@@ -142,22 +124,20 @@ Tensor DFL::forward(const Tensor& x) const {
   return conv->forward(p).view({b, 4, a});
 }
 
-Tensor UnaryBlock::run(const Tensor& x) const {
-  if (auto* b = dynamic_cast<const Conv*>(this)) return b->forward(x);
-  if (auto* b = dynamic_cast<const RepNCSPELAN4*>(this)) return b->forward(x);
-  if (auto* b = dynamic_cast<const Sequential*>(this)) return b->forward(x);
-  if (auto* b = dynamic_cast<const RepNCSP*>(this)) return b->forward(x);
-  if (auto* b = dynamic_cast<const RepNBottleneck*>(this)) return b->forward(x);
-  if (auto* b = dynamic_cast<const RepConvN*>(this)) return b->forward(x);
-  if (auto* b = dynamic_cast<const Conv2d*>(this)) return b->forward(x);
-  if (auto* b = dynamic_cast<const ADown*>(this)) return b->forward(x);
-  if (auto* b = dynamic_cast<const AConv*>(this)) return b->forward(x);
-  if (auto* b = dynamic_cast<const ELAN1*>(this)) return b->forward(x);
-  if (auto* b = dynamic_cast<const SPPELAN*>(this)) return b->forward(x);
-  if (auto* b = dynamic_cast<const SP*>(this)) return b->forward(x);
-  if (auto* b = dynamic_cast<const Upsample*>(this)) return b->forward(x);
-  if (auto* b = dynamic_cast<const Silence*>(this)) return b->forward(x);
-  Y9_THROW(engine::InternalError, "UnaryBlock::run: no forward for ", type_name());
+std::vector<Tensor> Block::run(const std::vector<std::vector<Tensor>>&) const {
+  Y9_THROW(engine::InternalError, type_name(), " has no single-output forward (detection heads run through "
+           "Detect::forward)");
+}
+
+std::vector<Tensor> Concat::run(const std::vector<std::vector<Tensor>>& in) const {
+  std::vector<Tensor> xs;
+  for (const auto& v : in) xs.push_back(v.at(0));
+  return {forward(xs)};
+}
+
+std::vector<Tensor> CBFuse::run(const std::vector<std::vector<Tensor>>& in) const {
+  std::vector<std::vector<Tensor>> routed(in.begin(), in.end() - 1);
+  return {forward(routed, in.back().at(0))};
 }
 
 // --- detection head ------------------------------------------------------------------------------------
@@ -174,8 +154,13 @@ HeadOutput Detect::forward(const std::vector<Tensor>& xs) const {
       out.raw[bi].push_back(ops::concat({box_seq[bi][li]->forward(x), cls_seq[bi][li]->forward(x)}, 1));
     }
   if (training()) return out;
-  // Anchors and strides come from branch 0's level shapes (identical for every branch).
-  auto [anchors, strides] = make_anchors(out.raw[0], stride);
+  // Anchors and strides come from branch 0's level shapes (identical for every branch), as
+  // [1, 2, A] and [1, 1, A] (official make_anchors(feats, strides, 0.5), transposed).
+  std::vector<std::pair<int64_t, int64_t>> level_hw;
+  for (const Tensor& r : out.raw[0]) level_hw.emplace_back(r.size(2), r.size(3));
+  const ops::Anchors anc = ops::make_anchors(level_hw, stride, engine::DType::F32, 0.5, xs[0].device());
+  const Tensor anchors = anc.points.transpose(0, 1).unsqueeze(0).contiguous();
+  const Tensor strides = anc.strides.transpose(0, 1).unsqueeze(0).contiguous();
   const int64_t bsz = xs[0].size(0);
   for (int b = 0; b < branches; ++b) {
     std::vector<Tensor> flat;
@@ -208,25 +193,12 @@ ModelOutput Model::forward(const Tensor& x) {
       else if (static_cast<size_t>(f) + 1 == i) in.push_back(prev);
       else in.push_back(saved[static_cast<size_t>(f)]);
     }
-    Block* b = layers_[i].get();
-    std::vector<Tensor> y;
-    if (auto* head = dynamic_cast<Detect*>(b)) {
+    if (layers_[i].get() == head_) {
       std::vector<Tensor> xs;
       for (auto& v : in) xs.push_back(v.at(0));
-      return head->forward(xs);
-    } else if (auto* cbl = dynamic_cast<CBLinear*>(b)) {
-      y = cbl->forward(in.at(0).at(0));
-    } else if (auto* cbf = dynamic_cast<CBFuse*>(b)) {
-      Tensor last = in.back().at(0);
-      in.pop_back();
-      y = {cbf->forward(in, last)};
-    } else if (auto* cat = dynamic_cast<Concat*>(b)) {
-      std::vector<Tensor> xs;
-      for (auto& v : in) xs.push_back(v.at(0));
-      y = {cat->forward(xs)};
-    } else {
-      y = {static_cast<UnaryBlock*>(b)->run(in.at(0).at(0))};
+      return head_->forward(xs);
     }
+    std::vector<Tensor> y = layers_[i]->run(in);
     if (keep_[i]) saved[i] = y;
     prev = std::move(y);
   }

@@ -9,6 +9,7 @@
 
 #include "engine/autograd.h"
 #include "engine/error.h"
+#include "engine/rng.h"
 
 namespace graph {
 
@@ -121,16 +122,6 @@ std::shared_ptr<Model> Model::from_yaml(const std::string& path, int64_t nc_over
 
 // --- initialisation ----------------------------------------------------------------------------------
 
-double counter_uniform(uint64_t seed, uint64_t stream, uint64_t index) {
-  // SplitMix64 finaliser over a (seed, stream, index) counter: a stateless, order-free generator.
-  uint64_t z = seed * 0x9E3779B97F4A7C15ull ^ (stream + 0x632BE59BD9B4E019ull) * 0xBF58476D1CE4E5B9ull;
-  z += (index + 1) * 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return static_cast<double>(z >> 11) * 0x1.0p-53;
-}
-
 void init_weights(Model& model, uint64_t seed) {
   engine::autograd::NoGradGuard no_grad;
   for (auto& [name, mod] : model.named_modules()) {
@@ -140,11 +131,9 @@ void init_weights(Model& model, uint64_t seed) {
       const double bound = 1.0 / std::sqrt(fan_in);
       for (Tensor* t : {&c->weight, &c->bias}) {
         if (!t->defined()) continue;
-        const uint64_t stream = fnv1a(name + (t == &c->weight ? ".weight" : ".bias"));
-        std::vector<float> v(static_cast<size_t>(t->numel()));
-        for (size_t i = 0; i < v.size(); ++i)
-          v[i] = static_cast<float>((2.0 * counter_uniform(seed, stream, i) - 1.0) * bound);
-        t->copy_(Tensor::from_vector(v, t->shape()));
+        // One Philox stream per parameter, keyed by its name: independent of build order.
+        engine::Generator gen(seed, fnv1a(name + (t == &c->weight ? ".weight" : ".bias")));
+        engine::uniform_(*t, gen, -bound, bound);
       }
     } else if (auto* bn = dynamic_cast<BatchNorm2d*>(mod)) {
       bn->weight.fill_(1.0);

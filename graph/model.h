@@ -76,15 +76,6 @@ class Model : public Module {
   /// multiples of 32. Training mode returns raw maps; eval mode also decodes (spec 8).
   ModelOutput forward(const Tensor& x);
 
-  /// Loads every parameter and buffer by official state_dict name from a safetensors file
-  /// (graph/state.h: load_weights; num_batches_tracked may be stored as [1]). Throws
-  /// engine::IoError for an unreadable file and engine::ShapeError naming the path and the first
-  /// missing tensor, or the first mismatched tensor with the file's and the model's shapes.
-  void load_weights(const std::string& path);
-  /// Writes the state_dict (official names) to `path` atomically; metadata records the config
-  /// source and nc. Throws engine::IoError.
-  void save_weights(const std::string& path) const;
-
  private:
   ModelConfig cfg_;
   Act act_ = Act::SiLU;
@@ -97,12 +88,11 @@ class Model : public Module {
 /// Re-initialises weights like a freshly built official model: every Conv2d weight and bias
 /// ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (PyTorch kaiming_uniform(a=sqrt(5)) default; fan_in =
 /// c1/g*k*k), BN weight 1, bias 0, running_mean 0, running_var 1, num_batches_tracked 0, DFL
-/// weights 0..15, then the head's bias_init. Values come from a counter-based generator keyed by
-/// (seed, parameter name, element index): bitwise reproducible, independent of build order and
-/// thread count. (The official stride probe's BN side effect, spec 3, is not reproduced here.)
+/// weights 0..15, then the head's bias_init. Values come from the engine's Philox generator
+/// (engine::uniform_, on the parameter's device) with one stream per parameter keyed by
+/// (seed, FNV-1a of the parameter name): bitwise reproducible on CPU and CUDA, independent of
+/// build order and thread count. (The official stride probe's BN side effect, spec 3, is not
+/// reproduced here.)
 void init_weights(Model& model, uint64_t seed);
-
-/// Uniform double in [0, 1) for (seed, stream, index): SplitMix64 finaliser over a counter.
-double counter_uniform(uint64_t seed, uint64_t stream, uint64_t index);
 
 }  // namespace graph

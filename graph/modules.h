@@ -29,18 +29,25 @@ class Block : public Module {
   /// in[k] = output dims of the k-th `from` entry (several pieces for a CBLinear output).
   /// Returns the output dims (pieces for CBLinear; the raw head maps for detection heads).
   virtual std::vector<Dims> trace(const std::vector<std::vector<Dims>>& in, double& macs) const = 0;
+  /// The row's forward pass: in[k] = the outputs of the k-th `from` entry (one tensor, or the
+  /// pieces of a CBLinear) -> this row's outputs (one tensor, or pieces for CBLinear). Dispatched
+  /// by a virtual call (graph/forward.cpp). Detection heads return HeadOutput through
+  /// Detect::forward instead; calling run on one throws engine::InternalError.
+  virtual std::vector<Tensor> run(const std::vector<std::vector<Tensor>>& in) const;
 };
 
-/// Row blocks with one tensor in and one out share this helper.
+/// Row blocks with one tensor in and one out.
 class UnaryBlock : public Block {
  public:
   std::vector<Dims> trace(const std::vector<std::vector<Dims>>& in, double& macs) const override {
     return {trace1(in.at(0).at(0), macs)};
   }
   virtual Dims trace1(const Dims& in, double& macs) const = 0;
-  /// Runs the concrete block's forward (dispatch by type; defined in graph/forward.cpp).
-  /// x [N, C, H, W] -> [N, C', H', W'].
-  Tensor run(const Tensor& x) const;
+  /// The block's forward pass: x [N, C, H, W] -> [N, C', H', W'] (graph/forward.cpp).
+  virtual Tensor forward(const Tensor& x) const = 0;
+  std::vector<Tensor> run(const std::vector<std::vector<Tensor>>& in) const override {
+    return {forward(in.at(0).at(0))};
+  }
 };
 
 /// nn.Sequential of one-in-one-out blocks, children named 0..n-1 (also the n > 1 repeat of a row).
@@ -48,7 +55,7 @@ class Sequential : public UnaryBlock {
  public:
   std::string type_name() const override { return "Sequential"; }
   Dims trace1(const Dims& in, double& macs) const override;
-  Tensor forward(const Tensor& x) const;
+  Tensor forward(const Tensor& x) const override;
   void add(std::shared_ptr<UnaryBlock> b) {
     items.push_back(b);
     register_module(std::to_string(items.size() - 1), b);
@@ -65,7 +72,7 @@ class Conv2d : public UnaryBlock {
          bool trainable = true);
   std::string type_name() const override { return "Conv2d"; }
   /// x [N, c1, H, W] -> [N, c2, Ho, Wo], Ho = (H + 2p - d(k-1) - 1)/s + 1.
-  Tensor forward(const Tensor& x) const;
+  Tensor forward(const Tensor& x) const override;
   /// Output dims; adds c2 * Ho * Wo * (c1/g) * k * k to `macs`.
   Dims trace1(const Dims& in, double& macs) const override;
   /// Sets the bias to `b` [c2] (copied), registering the parameter "bias" (trainable like the
@@ -97,7 +104,7 @@ class Conv : public UnaryBlock {
        Act act = Act::SiLU);
   std::string type_name() const override { return "Conv"; }
   /// act(bn(conv(x))); after fuse() act(conv(x) + bias).
-  Tensor forward(const Tensor& x) const;
+  Tensor forward(const Tensor& x) const override;
   Dims trace1(const Dims& in, double& macs) const override { return conv->trace1(in, macs); }
   /// Folds the BN into the conv (official utils/torch_utils.py: fuse_conv_and_bn; spec 6.1):
   /// W' = W * gamma/sqrt(var+eps) per output channel, b' = beta - gamma*mean/sqrt(var+eps),
@@ -115,7 +122,7 @@ class RepConvN : public UnaryBlock {
   RepConvN(int64_t c1, int64_t c2, int64_t s = 1, int64_t g = 1, Act act = Act::SiLU);
   std::string type_name() const override { return "RepConvN"; }
   /// act(conv1(x) + conv2(x)); after fuse() act(conv(x)).
-  Tensor forward(const Tensor& x) const;
+  Tensor forward(const Tensor& x) const override;
   Dims trace1(const Dims& in, double& macs) const override;
   /// Folds both branches into one 3x3 conv with bias (official RepConvN.fuse_convs /
   /// get_equivalent_kernel_bias; spec 6.2): each branch BN-folded as in Conv::fuse, the 1x1
@@ -132,7 +139,7 @@ class RepNBottleneck : public UnaryBlock {
  public:
   RepNBottleneck(int64_t c1, int64_t c2, bool shortcut, double e, Act act);
   std::string type_name() const override { return "RepNBottleneck"; }
-  Tensor forward(const Tensor& x) const;
+  Tensor forward(const Tensor& x) const override;
   Dims trace1(const Dims& in, double& macs) const override;
   std::shared_ptr<RepConvN> cv1;
   std::shared_ptr<Conv> cv2;
@@ -144,7 +151,7 @@ class RepNCSP : public UnaryBlock {
  public:
   RepNCSP(int64_t c1, int64_t c2, int64_t n, Act act);
   std::string type_name() const override { return "RepNCSP"; }
-  Tensor forward(const Tensor& x) const;
+  Tensor forward(const Tensor& x) const override;
   Dims trace1(const Dims& in, double& macs) const override;
   std::shared_ptr<Conv> cv1, cv2, cv3;
   std::shared_ptr<Sequential> m;  ///< n x RepNBottleneck
@@ -156,7 +163,7 @@ class RepNCSPELAN4 : public UnaryBlock {
   RepNCSPELAN4(int64_t c1, int64_t c2, int64_t c3, int64_t c4, int64_t c5, Act act);
   std::string type_name() const override { return "RepNCSPELAN4"; }
   Dims trace1(const Dims& in, double& macs) const override;
-  Tensor forward(const Tensor& x) const;
+  Tensor forward(const Tensor& x) const override;
   int64_t c;  ///< c3 / 2
   std::shared_ptr<Conv> cv1, cv4;
   std::shared_ptr<Sequential> cv2, cv3;  ///< Sequential(RepNCSP, Conv)
@@ -168,7 +175,7 @@ class ELAN1 : public UnaryBlock {
   ELAN1(int64_t c1, int64_t c2, int64_t c3, int64_t c4, Act act);
   std::string type_name() const override { return "ELAN1"; }
   Dims trace1(const Dims& in, double& macs) const override;
-  Tensor forward(const Tensor& x) const;
+  Tensor forward(const Tensor& x) const override;
   int64_t c;
   std::shared_ptr<Conv> cv1, cv2, cv3, cv4;
 };
@@ -179,7 +186,7 @@ class AConv : public UnaryBlock {
   AConv(int64_t c1, int64_t c2, Act act);
   std::string type_name() const override { return "AConv"; }
   Dims trace1(const Dims& in, double& macs) const override;
-  Tensor forward(const Tensor& x) const;
+  Tensor forward(const Tensor& x) const override;
   std::shared_ptr<Conv> cv1;
 };
 
@@ -189,7 +196,7 @@ class ADown : public UnaryBlock {
   ADown(int64_t c1, int64_t c2, Act act);
   std::string type_name() const override { return "ADown"; }
   Dims trace1(const Dims& in, double& macs) const override;
-  Tensor forward(const Tensor& x) const;
+  Tensor forward(const Tensor& x) const override;
   int64_t c;  ///< c2 / 2
   std::shared_ptr<Conv> cv1, cv2;
 };
@@ -202,7 +209,7 @@ class SP : public UnaryBlock {
   Dims trace1(const Dims& in, double&) const override {
     return {in.c, (in.h + 2 * (k / 2) - k) / s + 1, (in.w + 2 * (k / 2) - k) / s + 1};
   }
-  Tensor forward(const Tensor& x) const;
+  Tensor forward(const Tensor& x) const override;
   int64_t k, s;
 };
 
@@ -212,7 +219,7 @@ class SPPELAN : public UnaryBlock {
   SPPELAN(int64_t c1, int64_t c2, int64_t c3, Act act);
   std::string type_name() const override { return "SPPELAN"; }
   Dims trace1(const Dims& in, double& macs) const override;
-  Tensor forward(const Tensor& x) const;
+  Tensor forward(const Tensor& x) const override;
   int64_t c;
   std::shared_ptr<Conv> cv1, cv5;
   std::shared_ptr<SP> cv2, cv3, cv4;
@@ -225,6 +232,7 @@ class Concat : public Block {
   std::string type_name() const override { return "Concat"; }
   std::vector<Dims> trace(const std::vector<std::vector<Dims>>& in, double& macs) const override;
   Tensor forward(const std::vector<Tensor>& xs) const;
+  std::vector<Tensor> run(const std::vector<std::vector<Tensor>>& in) const override;
   int64_t d;
 };
 
@@ -234,7 +242,7 @@ class Upsample : public UnaryBlock {
   explicit Upsample(int64_t scale) : scale(scale) {}
   std::string type_name() const override { return "Upsample"; }
   Dims trace1(const Dims& in, double&) const override { return {in.c, in.h * scale, in.w * scale}; }
-  Tensor forward(const Tensor& x) const;
+  Tensor forward(const Tensor& x) const override;
   int64_t scale;
 };
 
@@ -243,7 +251,7 @@ class Silence : public UnaryBlock {
  public:
   std::string type_name() const override { return "Silence"; }
   Dims trace1(const Dims& in, double&) const override { return in; }
-  Tensor forward(const Tensor& x) const { return x; }
+  Tensor forward(const Tensor& x) const override { return x; }
 };
 
 /// CBLinear(c1, c2s): one 1x1 conv with bias to sum(c2s) channels, split into pieces (spec 2.12).
@@ -253,6 +261,7 @@ class CBLinear : public Block {
   std::string type_name() const override { return "CBLinear"; }
   std::vector<Dims> trace(const std::vector<std::vector<Dims>>& in, double& macs) const override;
   std::vector<Tensor> forward(const Tensor& x) const;
+  std::vector<Tensor> run(const std::vector<std::vector<Tensor>>& in) const override { return forward(in.at(0).at(0)); }
   std::vector<int64_t> c2s;
   std::shared_ptr<Conv2d> conv;
 };
@@ -265,6 +274,8 @@ class CBFuse : public Block {
   std::vector<Dims> trace(const std::vector<std::vector<Dims>>& in, double& macs) const override;
   /// routed[i] = pieces of the i-th CBLinear input; x = the last input.
   Tensor forward(const std::vector<std::vector<Tensor>>& routed, const Tensor& x) const;
+  /// in = the routed CBLinear pieces, then the map to fuse into (last).
+  std::vector<Tensor> run(const std::vector<std::vector<Tensor>>& in) const override;
   std::vector<int64_t> idx;
 };
 

@@ -5,8 +5,6 @@
 
 #include "engine/autograd.h"
 #include "engine/error.h"
-#include "graph/model.h"
-#include "io/safetensors.h"
 
 namespace graph {
 
@@ -43,27 +41,6 @@ void load_state_dict(Module& m, const std::map<std::string, Tensor>& src, const 
     Tensor d = dst[k].second;
     d.copy_(found[k]->reshape(d.shape()));
   }
-}
-
-void load_weights(Module& m, const std::string& path, const LoadOptions& opts) {
-  auto data = io::load_safetensors(path);
-  try {
-    load_state_dict(m, data.tensors, opts);
-  } catch (const engine::ShapeError& e) {
-    Y9_THROW(engine::ShapeError, path, ": ", e.message());
-  }
-}
-
-void save_weights(const Module& m, const std::string& path, const std::map<std::string, std::string>& metadata) {
-  std::map<std::string, Tensor> out;
-  for (const auto& [name, t] : m.state_dict()) out.emplace(name, t.detach());
-  io::save_safetensors(path, out, metadata);
-}
-
-void Model::load_weights(const std::string& path) { graph::load_weights(*this, path); }
-
-void Model::save_weights(const std::string& path) const {
-  graph::save_weights(*this, path, {{"format", "yolov9-cpp state_dict"}, {"cfg", cfg_.source}, {"nc", std::to_string(cfg_.nc)}});
 }
 
 }  // namespace graph

@@ -1,6 +1,7 @@
-// Loading and saving module state by official state_dict names ("model.3.cv1.conv.weight"), in
-// memory and through safetensors files (io/safetensors.h), including renaming maps such as the
-// PGI re-parameterisation mapping of tools/reparameterization.ipynb (spec model.md section 7).
+// Loading module state by official state_dict names ("model.3.cv1.conv.weight") from tensors in
+// memory, including renaming maps such as the PGI re-parameterisation mapping of
+// tools/reparameterization.ipynb (spec model.md section 7). Files are read and written one layer
+// up (apps/training/weights.h): graph/ never touches files other than model YAMLs.
 #pragma once
 #include <map>
 #include <string>
@@ -35,15 +36,5 @@ std::string source_name(const std::string& name, const LoadOptions& opts);
 /// strict_unused, engine::ShapeError naming the first unused source tensor. Nothing is partly
 /// loaded on error: all names and shapes are checked before any copy.
 void load_state_dict(Module& m, const std::map<std::string, Tensor>& src, const LoadOptions& opts = {});
-
-/// Reads a safetensors file (io::load_safetensors) and loads it into `m` with `opts`.
-/// Errors: engine::IoError from reading `path`; the ShapeError of load_state_dict with `path`
-/// in the message.
-void load_weights(Module& m, const std::string& path, const LoadOptions& opts = {});
-
-/// Writes the state_dict of `m` (parameters and buffers, official names, stored dtypes;
-/// num_batches_tracked as I64 0-d) to `path` atomically (io::save_safetensors), with `metadata`
-/// in the header. Errors: engine::IoError when the file cannot be written.
-void save_weights(const Module& m, const std::string& path, const std::map<std::string, std::string>& metadata = {});
 
 }  // namespace graph

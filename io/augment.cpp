@@ -12,27 +12,18 @@
 #include <numeric>
 
 #include "engine/error.h"
+#include "engine/philox.h"
 #include "io/image.h"
 
 namespace io {
 
 // ---------------------------------------------------------------------------------------------
-// Rng: Philox4x32-10
+// Rng: the engine's Philox4x32-10 (engine/philox.h) with the sampler's counter layout
 
 namespace {
-constexpr uint32_t kPhiloxM0 = 0xD2511F53u, kPhiloxM1 = 0xCD9E8D57u;
-constexpr uint32_t kPhiloxW0 = 0x9E3779B9u, kPhiloxW1 = 0xBB67AE85u;
-
 std::array<uint32_t, 4> philox(std::array<uint32_t, 4> c, std::array<uint32_t, 2> k) {
-  for (int r = 0; r < 10; ++r) {
-    uint64_t p0 = static_cast<uint64_t>(kPhiloxM0) * c[0];
-    uint64_t p1 = static_cast<uint64_t>(kPhiloxM1) * c[2];
-    c = {static_cast<uint32_t>(p1 >> 32) ^ c[1] ^ k[0], static_cast<uint32_t>(p1),
-         static_cast<uint32_t>(p0 >> 32) ^ c[3] ^ k[1], static_cast<uint32_t>(p0)};
-    k[0] += kPhiloxW0;
-    k[1] += kPhiloxW1;
-  }
-  return c;
+  const engine::Philox4x32 r = engine::philox4x32_10({{c[0], c[1], c[2], c[3]}}, k[0], k[1]);
+  return {r.v[0], r.v[1], r.v[2], r.v[3]};
 }
 
 // Python round(): half to even (the default FE_TONEAREST mode of nearbyint).
@@ -106,34 +97,6 @@ double Rng::beta(double a, double b) {
   Y9_CHECK(a >= 1 && b >= 1, "Rng::beta: shapes must be >= 1, got ", a, ", ", b);
   double x = gamma(a), y = gamma(b);
   return x / (x + y);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Hyp
-
-Hyp load_hyp_yaml(const std::string& path) {
-  Y9_CHECK_T(engine::IoError, std::filesystem::is_regular_file(path), "hyp file not found: ", path);
-  YAML::Node y;
-  try {
-    y = YAML::LoadFile(path);
-  } catch (const YAML::Exception& e) {
-    Y9_THROW(engine::IoError, path, ": not valid YAML: ", e.what());
-  }
-  Hyp h;
-  auto rd = [&](const char* k, double& dst) {
-    if (!y[k]) return;
-    try {
-      dst = y[k].as<double>();
-    } catch (const YAML::Exception&) {
-      Y9_THROW(engine::ConfigError, path, ": '", k, "' must be a number");
-    }
-  };
-  rd("hsv_h", h.hsv_h); rd("hsv_s", h.hsv_s); rd("hsv_v", h.hsv_v);
-  rd("degrees", h.degrees); rd("translate", h.translate); rd("scale", h.scale);
-  rd("shear", h.shear); rd("perspective", h.perspective);
-  rd("flipud", h.flipud); rd("fliplr", h.fliplr);
-  rd("mosaic", h.mosaic); rd("mixup", h.mixup); rd("copy_paste", h.copy_paste);
-  return h;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@
 
 #include "io/color.h"
 #include "io/dataset.h"
+#include "io/hyp.h"
 
 namespace io {
 
@@ -45,21 +46,6 @@ class Rng {
   std::array<uint32_t, 4> buf_{};
   int used_ = 4;
 };
-
-// ---------------------------------------------------------------------------------------------
-// Hyperparameters
-
-/// Augmentation hyperparameters (hyp YAML keys; defaults = data/hyps/hyp.scratch-high.yaml).
-struct Hyp {
-  double hsv_h = 0.015, hsv_s = 0.7, hsv_v = 0.4;
-  double degrees = 0.0, translate = 0.1, scale = 0.9, shear = 0.0, perspective = 0.0;
-  double flipud = 0.0, fliplr = 0.5;
-  double mosaic = 1.0, mixup = 0.15, copy_paste = 0.3;
-};
-
-/// Reads the augmentation keys of a hyp YAML (other keys ignored; missing keys keep defaults).
-/// Throws engine::IoError (missing/bad file) or engine::ConfigError (non-numeric value).
-Hyp load_hyp_yaml(const std::string& path);
 
 /// Label rows in pixels: [class, x1, y1, x2, y2].
 using PixelBoxes = std::vector<std::array<float, 5>>;

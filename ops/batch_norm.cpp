@@ -1,8 +1,10 @@
-// batch_norm (BatchNorm2d): argument checks, CPU dispatch, in-place running-stat update (outside
-// autograd) and the autograd node for x, weight and bias.
+// batch_norm (BatchNorm2d): argument checks, dispatch through the backend of x's device
+// (kernels/common/batch_norm.h: statistics, running-stat update and normalisation in one entry),
+// and the autograd node for x, weight and bias. The running stats are updated in place, outside
+// autograd.
 #include "engine/autograd.h"
-#include "kernels/cpu/batch_norm.h"
-#include "ops/layout.h"
+#include "kernels/common/batch_norm.h"
+#include "ops/dispatch.h"
 #include "ops/ops.h"
 
 namespace ops {
@@ -12,12 +14,6 @@ using engine::Tensor;
 
 namespace {
 
-
-template <typename T>
-const T* ptr_or_null(const Tensor& t) {
-  return t.defined() ? t.data<T>() : nullptr;
-}
-
 void check_param(const Tensor& p, const Tensor& x, int64_t c, const char* name) {
   if (!p.defined()) return;
   Y9_CHECK_SHAPE(p.dim() == 1 && p.size(0) == c, "batch_norm: ", name, " ", p.str(), " must be [", c, "] for x ",
@@ -25,56 +21,7 @@ void check_param(const Tensor& p, const Tensor& x, int64_t c, const char* name) 
   Y9_CHECK_SHAPE(p.dtype() == x.dtype(), "batch_norm: ", name, " ", p.str(), " must have x's dtype ", x.str());
 }
 
-/// Updates running stats in place from the batch statistics (never recorded by autograd).
-template <typename T>
-void update_running(const Tensor& running_mean, const Tensor& running_var, const Tensor& mean,
-                    const Tensor& var_biased, int64_t count, double momentum) {
-  engine::autograd::NoGradGuard ng;
-  Tensor rm = running_mean.detach().contiguous(), rv = running_var.detach().contiguous();
-  kernels::cpu::batch_norm_update_running_cpu(mean.data<T>(), var_biased.data<T>(), count, momentum, rm.data<T>(),
-                                              rv.data<T>(), mean.numel());
-  // Strided running stats were updated in a contiguous copy: write it back.
-  if (rm.data_ptr() != running_mean.data_ptr()) running_mean.detach().copy_(rm);
-  if (rv.data_ptr() != running_var.data_ptr()) running_var.detach().copy_(rv);
-}
-
-template <typename T>
-Tensor forward_impl(const Tensor& xc, const Tensor& w, const Tensor& b, const Tensor& running_mean,
-                    const Tensor& running_var, bool training, double momentum, double eps, int64_t n, int64_t c,
-                    int64_t hw, Tensor& mean, Tensor& invstd) {
-  mean = Tensor::empty({c}, xc.dtype(), xc.device());
-  invstd = Tensor::empty({c}, xc.dtype(), xc.device());
-  if (training) {
-    Tensor var = Tensor::empty({c}, xc.dtype(), xc.device());
-    kernels::cpu::batch_norm_stats_cpu(xc.data<T>(), n, c, hw, mean.data<T>(), var.data<T>());
-    kernels::cpu::batch_norm_invstd_cpu(var.data<T>(), eps, invstd.data<T>(), c);
-    if (running_mean.defined() && running_var.defined())
-      update_running<T>(running_mean, running_var, mean, var, n * hw, momentum);
-  } else {
-    // Copies, so that a later in-place update of the running stats cannot change this backward.
-    engine::autograd::NoGradGuard ng;
-    mean = running_mean.detach().clone();
-    Tensor rv = running_var.detach().contiguous();
-    kernels::cpu::batch_norm_invstd_cpu(rv.data<T>(), eps, invstd.data<T>(), c);
-  }
-  Tensor y = Tensor::empty(xc.shape(), xc.dtype(), xc.device());
-  kernels::cpu::batch_norm_forward_cpu(xc.data<T>(), mean.data<T>(), invstd.data<T>(), ptr_or_null<T>(w),
-                                       ptr_or_null<T>(b), y.data<T>(), n, c, hw);
-  return y;
-}
-
-template <typename T>
-std::vector<Tensor> backward_impl(const Tensor& xc, const Tensor& dy, const Tensor& mean, const Tensor& invstd,
-                                  const Tensor& w, bool training, bool need_x, bool need_w, bool need_b, int64_t n,
-                                  int64_t c, int64_t hw) {
-  Tensor dx = need_x ? Tensor::empty(xc.shape(), xc.dtype(), xc.device()) : Tensor();
-  Tensor dw = need_w ? Tensor::empty({c}, xc.dtype(), xc.device()) : Tensor();
-  Tensor db = need_b ? Tensor::empty({c}, xc.dtype(), xc.device()) : Tensor();
-  kernels::cpu::batch_norm_backward_cpu(xc.data<T>(), dy.data<T>(), mean.data<T>(), invstd.data<T>(),
-                                        ptr_or_null<T>(w), training, need_x ? dx.data<T>() : nullptr,
-                                        need_w ? dw.data<T>() : nullptr, need_b ? db.data<T>() : nullptr, n, c, hw);
-  return {dx, dw, db};
-}
+void* ptr_or_null(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 
 }  // namespace
 
@@ -82,10 +29,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
                   const Tensor& running_var, bool training, double momentum, double eps) {
   Y9_CHECK_SHAPE(x.defined() && x.dim() >= 2, "batch_norm: x must be [N,C,...] (NCHW), got ",
                  x.defined() ? x.str() : "undefined");
-  Y9_CHECK_SHAPE(x.dtype() == DType::F32 || x.dtype() == DType::F64, "batch_norm: dtype must be f32 or f64, got ",
-                 x.str());
-  check_same_device({x, weight, bias, running_mean, running_var}, "batch_norm");
-  Y9_CHECK_SHAPE(x.device().is_cpu(), "batch_norm: CUDA path not built yet for ", x.str());
+  engine::check_same_device({x, weight, bias, running_mean, running_var}, "batch_norm");
   const int64_t n = x.size(0), c = x.size(1), hw = n * c > 0 ? x.numel() / (n * c) : 0;
   check_param(weight, x, c, "weight");
   check_param(bias, x, c, "bias");
@@ -96,28 +40,48 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
   Y9_CHECK_SHAPE(training || running_mean.defined(), "batch_norm: eval mode needs running_mean and running_var");
   Y9_CHECK_SHAPE(!training || n * hw > 1, "batch_norm: training needs more than one value per channel, got x ",
                  x.str());
+  auto k = engine::kernel(kernels::kBatchNormForward, x.dtype(), x.device());
 
-  Tensor xc = contiguous_nograd(x);
-  Tensor wc = weight.defined() ? contiguous_nograd(weight) : Tensor();
-  Tensor bc = bias.defined() ? contiguous_nograd(bias) : Tensor();
-  Tensor mean, invstd;
-  Tensor y = x.dtype() == DType::F32
-                 ? forward_impl<float>(xc, wc, bc, running_mean, running_var, training, momentum, eps, n, c, hw,
-                                       mean, invstd)
-                 : forward_impl<double>(xc, wc, bc, running_mean, running_var, training, momentum, eps, n, c, hw,
-                                        mean, invstd);
+  Tensor xc = engine::contiguous_nograd(x);
+  Tensor wc = weight.defined() ? engine::contiguous_nograd(weight) : Tensor();
+  Tensor bc = bias.defined() ? engine::contiguous_nograd(bias) : Tensor();
+  // Running stats are updated in place; strided ones are updated in a contiguous copy and
+  // written back.
+  Tensor rm, rv;
+  if (running_mean.defined()) {
+    engine::autograd::NoGradGuard ng;
+    rm = running_mean.detach().contiguous();
+    rv = running_var.detach().contiguous();
+  }
+  Tensor mean = Tensor::empty({c}, x.dtype(), x.device());
+  Tensor invstd = Tensor::empty({c}, x.dtype(), x.device());
+  Tensor y = Tensor::empty(xc.shape(), x.dtype(), x.device());
+  const kernels::BatchNormShape shape{n, c, hw};
+  k.fn(k.ctx, x.dtype(), shape, xc.data_ptr(), ptr_or_null(wc), ptr_or_null(bc), ptr_or_null(rm), ptr_or_null(rv),
+       training, momentum, eps, y.data_ptr(), mean.data_ptr(), invstd.data_ptr());
+  if (training && rm.defined()) {
+    engine::autograd::NoGradGuard ng;
+    if (rm.data_ptr() != running_mean.data_ptr()) running_mean.detach().copy_(rm);
+    if (rv.data_ptr() != running_var.data_ptr()) running_var.detach().copy_(rv);
+  }
 
   if (engine::autograd::needs_grad({x, weight, bias})) {
     const bool need_x = x.requires_grad(), need_w = weight.defined() && weight.requires_grad(),
                need_b = bias.defined() && bias.requires_grad();
     engine::autograd::record_fn(
         "BatchNormBackward", {x, weight, bias}, {y},
-        [xc, wc, mean, invstd, training, need_x, need_w, need_b, n, c, hw](const std::vector<Tensor>& g) {
+        [xc, wc, mean, invstd, training, need_x, need_w, need_b, shape](const std::vector<Tensor>& g) {
           if (!g[0].defined()) return std::vector<Tensor>{Tensor(), Tensor(), Tensor()};
-          Tensor dy = contiguous_nograd(g[0].to(xc.dtype()));
-          return xc.dtype() == DType::F32
-                     ? backward_impl<float>(xc, dy, mean, invstd, wc, training, need_x, need_w, need_b, n, c, hw)
-                     : backward_impl<double>(xc, dy, mean, invstd, wc, training, need_x, need_w, need_b, n, c, hw);
+          const DType dt = xc.dtype();
+          Tensor dy = engine::contiguous_nograd(g[0].to(dt));
+          Tensor dx = need_x ? Tensor::empty(xc.shape(), dt, xc.device()) : Tensor();
+          Tensor dw = need_w ? Tensor::empty({shape.c}, dt, xc.device()) : Tensor();
+          Tensor db = need_b ? Tensor::empty({shape.c}, dt, xc.device()) : Tensor();
+          auto kb = engine::kernel(kernels::kBatchNormBackward, dt, xc.device());
+          kb.fn(kb.ctx, dt, shape, xc.data_ptr(), dy.data_ptr(), mean.data_ptr(), invstd.data_ptr(), ptr_or_null(wc),
+                training, need_x ? dx.data_ptr() : nullptr, need_w ? dw.data_ptr() : nullptr,
+                need_b ? db.data_ptr() : nullptr);
+          return std::vector<Tensor>{dx, dw, db};
         });
   }
   return y;

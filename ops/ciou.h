@@ -11,7 +11,8 @@ namespace ops {
 /// (no_grad officially); min/max ties split the gradient evenly and clamp(0) passes it at 0
 /// (PyTorch 1.13 conventions). Differentiable in both boxes.
 /// Source: "Distance-IoU Loss: Faster and Better Learning for Bounding Box Regression"
-/// (Zheng et al., AAAI 2020) eq. 10-12. Throws engine::ShapeError on shape/dtype/device mismatch.
+/// (Zheng et al., AAAI 2020) eq. 10-12. Throws engine::ShapeError on shape/dtype/device mismatch
+/// (NotSupportedError for a dtype/device without a kernel: CPU has F32, F64).
 /// Deterministic (no reductions).
 engine::Tensor ciou(const engine::Tensor& box1, const engine::Tensor& box2, double eps = 1e-7);
 

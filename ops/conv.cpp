@@ -1,8 +1,9 @@
-// conv2d: argument checks, CPU dispatch (F32 -> oneDNN, F64 -> reference loops) and the autograd
-// node computing the gradients of input, weight and bias.
+// conv2d: argument checks, dispatch through the backend of x's device (kernels/common/conv.h:
+// oneDNN F32 and reference F64 on the CPU) and the autograd node computing the gradients of
+// input, weight and bias.
 #include "engine/autograd.h"
-#include "kernels/cpu/conv.h"
-#include "ops/layout.h"
+#include "kernels/common/conv.h"
+#include "ops/dispatch.h"
 #include "ops/ops.h"
 
 namespace ops {
@@ -25,12 +26,9 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, std::vector<
   Y9_CHECK_SHAPE(x.defined() && w.defined(), "conv2d: undefined input or weight");
   Y9_CHECK_SHAPE(x.dim() == 4 && w.dim() == 4, "conv2d: x must be [N,C,H,W] and w [Cout,Cin/g,kh,kw], got ",
                  x.str(), " and ", w.str());
-  Y9_CHECK_SHAPE(x.dtype() == DType::F32 || x.dtype() == DType::F64, "conv2d: dtype must be f32 or f64, got ",
-                 x.str());
   Y9_CHECK_SHAPE(w.dtype() == x.dtype() && (!bias.defined() || bias.dtype() == x.dtype()),
                  "conv2d: dtypes differ: x ", x.str(), ", w ", w.str(), bias.defined() ? ", bias " + bias.str() : "");
-  check_same_device({x, w, bias}, "conv2d");
-  Y9_CHECK_SHAPE(x.device().is_cpu(), "conv2d: CUDA path not built yet for ", x.str());
+  engine::check_same_device({x, w, bias}, "conv2d");
   Y9_CHECK_SHAPE(groups >= 1 && x.size(1) % groups == 0 && w.size(0) % groups == 0, "conv2d: groups ", groups,
                  " must divide Cin ", x.size(1), " and Cout ", w.size(0));
   Y9_CHECK_SHAPE(w.size(1) * groups == x.size(1), "conv2d: weight ", w.str(), " expects ", w.size(1) * groups,
@@ -43,7 +41,7 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, std::vector<
   Y9_CHECK_SHAPE(sh >= 1 && sw >= 1 && ph >= 0 && pw >= 0 && dh >= 1 && dw >= 1,
                  "conv2d: need stride >= 1, padding >= 0, dilation >= 1");
 
-  kernels::cpu::Conv2dShape s{};
+  kernels::Conv2dShape s{};
   s.n = x.size(0), s.c_in = x.size(1), s.h = x.size(2), s.w = x.size(3);
   s.c_out = w.size(0), s.kh = w.size(2), s.kw = w.size(3);
   s.stride_h = sh, s.stride_w = sw, s.pad_h = ph, s.pad_w = pw, s.dil_h = dh, s.dil_w = dw, s.groups = groups;
@@ -52,43 +50,32 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, std::vector<
   Y9_CHECK_SHAPE(s.h + 2 * ph - dh * (s.kh - 1) - 1 >= 0 && s.w + 2 * pw - dw * (s.kw - 1) - 1 >= 0,
                  "conv2d: kernel ", w.str(), " (dilation ", dh, "x", dw, ") larger than padded input ", x.str());
 
-  Tensor xc = contiguous_nograd(x), wc = contiguous_nograd(w);
-  Tensor bc = bias.defined() ? contiguous_nograd(bias) : Tensor();
+  auto k = engine::kernel(kernels::kConv2dForward, x.dtype(), x.device());
+  Tensor xc = engine::contiguous_nograd(x), wc = engine::contiguous_nograd(w);
+  Tensor bc = bias.defined() ? engine::contiguous_nograd(bias) : Tensor();
   Tensor y = Tensor::empty({s.n, s.c_out, s.h_out, s.w_out}, x.dtype(), x.device());
-  if (y.numel() > 0) {
-    if (x.dtype() == DType::F32)
-      kernels::cpu::conv2d_forward_onednn(s, xc.data<float>(), wc.data<float>(),
-                                          bc.defined() ? bc.data<float>() : nullptr, y.data<float>());
-    else
-      kernels::cpu::conv2d_forward_ref(s, xc.data<double>(), wc.data<double>(),
-                                       bc.defined() ? bc.data<double>() : nullptr, y.data<double>());
-  }
+  if (y.numel() > 0) k.fn(k.ctx, s, x.dtype(), xc.data_ptr(), wc.data_ptr(), bc.defined() ? bc.data_ptr() : nullptr,
+                          y.data_ptr());
 
   if (engine::autograd::needs_grad({x, w, bias})) {
     const bool need_x = x.requires_grad(), need_w = w.requires_grad(), need_b = bias.defined() && bias.requires_grad();
     engine::autograd::record_fn(
         "Conv2dBackward", {x, w, bias}, {y}, [s, xc, wc, need_x, need_w, need_b](const std::vector<Tensor>& g) {
           if (!g[0].defined()) return std::vector<Tensor>{Tensor(), Tensor(), Tensor()};
-          Tensor dy = contiguous_nograd(g[0].to(xc.dtype()));
+          Tensor dy = engine::contiguous_nograd(g[0].to(xc.dtype()));
           Tensor dx, dw, db;
-          const bool f32 = xc.dtype() == DType::F32;
+          const engine::DType dt = xc.dtype();
           if (need_x) {
-            dx = Tensor::empty(xc.shape(), xc.dtype(), xc.device());
-            if (f32)
-              kernels::cpu::conv2d_backward_data_onednn(s, dy.data<float>(), wc.data<float>(), dx.data<float>());
-            else
-              kernels::cpu::conv2d_backward_data_ref(s, dy.data<double>(), wc.data<double>(), dx.data<double>());
+            auto kd = engine::kernel(kernels::kConv2dBackwardData, dt, xc.device());
+            dx = Tensor::empty(xc.shape(), dt, xc.device());
+            kd.fn(kd.ctx, s, dt, dy.data_ptr(), wc.data_ptr(), dx.data_ptr());
           }
           if (need_w || need_b) {
-            // oneDNN computes both in one pass; the weight buffer is scratch when only bias is needed.
-            dw = Tensor::empty(wc.shape(), wc.dtype(), wc.device());
-            if (need_b) db = Tensor::empty({s.c_out}, wc.dtype(), wc.device());
-            if (f32)
-              kernels::cpu::conv2d_backward_weights_onednn(s, xc.data<float>(), dy.data<float>(), dw.data<float>(),
-                                                           need_b ? db.data<float>() : nullptr);
-            else
-              kernels::cpu::conv2d_backward_weights_ref(s, xc.data<double>(), dy.data<double>(), dw.data<double>(),
-                                                        need_b ? db.data<double>() : nullptr);
+            // One pass computes both; the weight buffer is scratch when only the bias is needed.
+            auto kw = engine::kernel(kernels::kConv2dBackwardWeights, dt, xc.device());
+            dw = Tensor::empty(wc.shape(), dt, wc.device());
+            if (need_b) db = Tensor::empty({s.c_out}, dt, wc.device());
+            kw.fn(kw.ctx, s, dt, xc.data_ptr(), dy.data_ptr(), dw.data_ptr(), need_b ? db.data_ptr() : nullptr);
             if (!need_w) dw = Tensor();
           }
           return std::vector<Tensor>{dx, dw, db};

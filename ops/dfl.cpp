@@ -1,12 +1,13 @@
-// dfl op (ops/dfl.h): validation, CPU dispatch, autograd node.
+// dfl op (ops/dfl.h): validation, dispatch through the backend of pred_dist's device
+// (kernels/common/box_loss.h), autograd node.
 #include "ops/dfl.h"
 
 #include "engine/autograd.h"
-#include "kernels/cpu/box_loss.h"
+#include "kernels/common/box_loss.h"
+#include "ops/dispatch.h"
 
 namespace ops {
 
-using engine::DType;
 using engine::Tensor;
 
 Tensor dfl(const Tensor& pred_dist, const Tensor& target) {
@@ -15,32 +16,19 @@ Tensor dfl(const Tensor& pred_dist, const Tensor& target) {
                      pred_dist.size(2) >= 2,
                  "dfl: pred_dist [P, 4, nbins] and target [P, 4] expected, got ", pred_dist.str(), " and ",
                  target.str());
-  Y9_CHECK_SHAPE(pred_dist.dtype() == target.dtype() &&
-                     (pred_dist.dtype() == DType::F32 || pred_dist.dtype() == DType::F64),
-                 "dfl: dtypes must be equal f32 or f64, got ", pred_dist.str(), " and ", target.str());
-  Y9_CHECK_SHAPE(pred_dist.device().is_cpu() && target.device().is_cpu(), "dfl: only the CPU kernel is built");
+  Y9_CHECK_SHAPE(pred_dist.dtype() == target.dtype(), "dfl: dtypes differ: ", pred_dist.str(), " and ", target.str());
+  engine::check_same_device({pred_dist, target}, "dfl");
+  auto k = engine::kernel(kernels::kDflForward, pred_dist.dtype(), pred_dist.device());
   const int64_t P = pred_dist.size(0);
   const int nbins = static_cast<int>(pred_dist.size(2));
-  Tensor x, t;
-  {
-    engine::autograd::NoGradGuard ng;
-    x = pred_dist.detach().contiguous();
-    t = target.detach().contiguous();
-  }
-  // Targets outside [0, nbins - 1) would index past the distribution.
-  Tensor out = Tensor::empty({P, 1}, pred_dist.dtype());
-  if (x.dtype() == DType::F32)
-    kernels::cpu::dfl_forward_cpu(x.data<float>(), t.data<float>(), out.data<float>(), P, nbins);
-  else
-    kernels::cpu::dfl_forward_cpu(x.data<double>(), t.data<double>(), out.data<double>(), P, nbins);
+  Tensor x = engine::contiguous_nograd(pred_dist), t = engine::contiguous_nograd(target);
+  Tensor out = Tensor::empty({P, 1}, pred_dist.dtype(), pred_dist.device());
+  k.fn(k.ctx, x.dtype(), x.data_ptr(), t.data_ptr(), out.data_ptr(), P, nbins);
   engine::autograd::record_fn("DflBackward", {pred_dist}, {out}, [x, t, P, nbins](const std::vector<Tensor>& g) {
-    Tensor go = g[0].contiguous();
-    Tensor gx = Tensor::empty(x.shape(), x.dtype());
-    if (x.dtype() == DType::F32)
-      kernels::cpu::dfl_backward_cpu(x.data<float>(), t.data<float>(), go.data<float>(), gx.data<float>(), P, nbins);
-    else
-      kernels::cpu::dfl_backward_cpu(x.data<double>(), t.data<double>(), go.data<double>(), gx.data<double>(), P,
-                                     nbins);
+    Tensor go = g[0].to(x.dtype()).contiguous();
+    auto kb = engine::kernel(kernels::kDflBackward, x.dtype(), x.device());
+    Tensor gx = Tensor::empty(x.shape(), x.dtype(), x.device());
+    kb.fn(kb.ctx, x.dtype(), x.data_ptr(), t.data_ptr(), go.data_ptr(), gx.data_ptr(), P, nbins);
     return std::vector<Tensor>{gx};
   });
   return out;

@@ -1,21 +1,26 @@
-// Internal helpers of ops/*.cpp: float-dtype dispatch and the standard "not on CUDA yet" error.
+// Internal helpers of ops/*.cpp: argument checks shared by the ops. Dispatch itself is
+// engine::kernel(key, dtype, device) (engine/backend.h); ops never branch on the device.
 #pragma once
+#include "engine/backend.h"
 #include "engine/error.h"
+#include "engine/layout.h"
 #include "engine/tensor.h"
 
 namespace ops::detail {
 
-/// Calls f(float{}) or f(double{}) by `t`'s dtype; throws ShapeError naming `op` otherwise.
-template <typename F>
-decltype(auto) dispatch_float(const engine::Tensor& t, const char* op, F&& f) {
-  if (t.dtype() == engine::DType::F32) return f(float{});
-  Y9_CHECK_SHAPE(t.dtype() == engine::DType::F64, op, ": dtype must be f32 or f64 on the CPU, got ", t.str());
-  return f(double{});
-}
-
 /// Throws ShapeError unless `t` is defined.
 inline void check_defined(const engine::Tensor& t, const char* op, const char* what) {
   Y9_CHECK_SHAPE(t.defined(), op, ": ", what, " is an undefined tensor");
+}
+
+/// Throws ShapeError unless every defined tensor has `t0`'s dtype.
+inline void check_same_dtype(const std::vector<engine::Tensor>& ts, const char* op) {
+  const engine::Tensor* first = nullptr;
+  for (const auto& t : ts) {
+    if (!t.defined()) continue;
+    if (!first) first = &t;
+    Y9_CHECK_SHAPE(t.dtype() == first->dtype(), op, ": dtypes differ: ", first->str(), " and ", t.str());
+  }
 }
 
 }  // namespace ops::detail

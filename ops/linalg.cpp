@@ -2,16 +2,15 @@
 // matmul backward: dA = dY x B^T, dB = A^T x dY, each reduced over broadcast batch dims with
 // sum_to; transposes are passed to BLAS as flags, never copied.
 #include "engine/autograd.h"
-#include "kernels/cpu/linalg.h"
+#include "kernels/common/linalg.h"
 #include "ops/dispatch.h"
-#include "ops/layout.h"
 #include "ops/ops.h"
 
 namespace ops {
 
 using engine::Shape;
 using engine::Tensor;
-using kernels::cpu::GemmOperand;
+using kernels::GemmOperand;
 
 namespace {
 
@@ -58,23 +57,17 @@ Tensor matmul_raw(const Tensor& a_in, const Tensor& b_in) {
   Y9_CHECK_SHAPE(a_in.dtype() == b_in.dtype() && a_in.device() == b_in.device(), op,
                  ": dtype/device mismatch between ", a_in.str(), " and ", b_in.str());
   Shape ba(a_in.shape().begin(), a_in.shape().end() - 2), bb(b_in.shape().begin(), b_in.shape().end() - 2);
-  Shape batch = broadcast_shapes(ba, bb, op);
+  Shape batch = engine::broadcast_shapes(ba, bb, op);
   const int64_t m = a_in.size(-2), k = a_in.size(-1), n = b_in.size(-1);
   Shape out_shape = batch;
   out_shape.push_back(m);
   out_shape.push_back(n);
+  auto kern = engine::kernel(kernels::kMatmulForward, a_in.dtype(), a_in.device());
   Tensor out = Tensor::empty(out_shape, a_in.dtype(), a_in.device());
   if (out.numel() == 0) return out;
-  if (a_in.device().is_cpu()) {
-    Tensor a = a_in.detach(), b = b_in.detach();
-    GemmOperand ga = operand_for(a, batch, op), gb = operand_for(b, batch, op);
-    detail::dispatch_float(a, op, [&](auto tag) {
-      using T = decltype(tag);
-      kernels::cpu::matmul_forward_cpu<T>(ga, gb, out.data<T>(), m, n, k);
-    });
-  } else {
-    Y9_THROW(engine::Error, "matmul: CUDA not built yet for ", a_in.str());
-  }
+  Tensor a = a_in.detach(), b = b_in.detach();
+  GemmOperand ga = operand_for(a, batch, op), gb = operand_for(b, batch, op);
+  kern.fn(kern.ctx, a.dtype(), ga, gb, out.data_ptr(), m, n, k);
   return out;
 }
 
@@ -87,36 +80,20 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
   for (int64_t i = 0; i < d; ++i) outer *= x.size(i);
   for (int64_t i = d + 1; i < x.dim(); ++i) inner *= x.size(i);
   const int64_t n = x.size(d);
+  auto k = engine::kernel(kernels::kSoftmaxForward, x.dtype(), x.device());
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  if (x.device().is_cpu()) {
-    Tensor xc;
-    {
-      engine::autograd::NoGradGuard ng;
-      xc = x.contiguous();
-    }
-    detail::dispatch_float(x, op, [&](auto tag) {
-      using T = decltype(tag);
-      if (y.numel() > 0) kernels::cpu::softmax_forward_cpu<T>(xc.data<T>(), y.data<T>(), outer, n, inner, log);
-    });
-  } else {
-    Y9_THROW(engine::Error, op, ": CUDA not built yet for ", x.str());
-  }
+  Tensor xc = engine::contiguous_nograd(x);
+  if (y.numel() > 0) k.fn(k.ctx, x.dtype(), xc.data_ptr(), y.data_ptr(), outer, n, inner, log);
   Tensor ys = y.detach();
   engine::autograd::record_fn(log ? "LogSoftmaxBackward" : "SoftmaxBackward", {x}, {y},
                               [ys, outer, n, inner, log, op](const std::vector<Tensor>& g) {
                                 if (!g[0].defined()) return std::vector<Tensor>{Tensor()};
                                 Tensor dy = g[0].contiguous();
+                                auto kb = engine::kernel(kernels::kSoftmaxBackward, dy.dtype(), dy.device());
                                 Tensor dx = Tensor::empty(ys.shape(), ys.dtype(), ys.device());
-                                if (dy.device().is_cpu()) {
-                                  detail::dispatch_float(dy, op, [&](auto tag) {
-                                    using T = decltype(tag);
-                                    if (dx.numel() > 0)
-                                      kernels::cpu::softmax_backward_cpu<T>(ys.data<T>(), dy.data<T>(), dx.data<T>(),
-                                                                            outer, n, inner, log);
-                                  });
-                                } else {
-                                  Y9_THROW(engine::Error, op, " backward: CUDA not built yet for ", dy.str());
-                                }
+                                if (dx.numel() > 0)
+                                  kb.fn(kb.ctx, dy.dtype(), ys.data_ptr(), dy.data_ptr(), dx.data_ptr(), outer, n,
+                                        inner, log);
                                 return std::vector<Tensor>{dx};
                               });
   return y;
@@ -132,8 +109,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   engine::autograd::record_fn("MatmulBackward", {a, b}, {out}, [a, b, need_a, need_b](const std::vector<Tensor>& g) {
     std::vector<Tensor> r(2);
     if (!g[0].defined()) return r;
-    if (need_a) r[0] = sum_to(matmul_raw(g[0], b.detach().transpose(-1, -2)), a.shape());
-    if (need_b) r[1] = sum_to(matmul_raw(a.detach().transpose(-1, -2), g[0]), b.shape());
+    if (need_a) r[0] = engine::sum_to(matmul_raw(g[0], b.detach().transpose(-1, -2)), a.shape());
+    if (need_b) r[1] = engine::sum_to(matmul_raw(a.detach().transpose(-1, -2), g[0]), b.shape());
     return r;
   });
   return out;

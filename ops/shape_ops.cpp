@@ -3,9 +3,8 @@
 #include <string>
 
 #include "engine/autograd.h"
-#include "kernels/cpu/concat.h"
+#include "kernels/common/concat.h"
 #include "ops/dispatch.h"
-#include "ops/layout.h"
 #include "ops/ops.h"
 
 namespace ops {
@@ -33,22 +32,14 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
   int64_t outer = 1, inner = 1;
   for (int64_t i = 0; i < d; ++i) outer *= out_shape[i];
   for (int64_t i = d + 1; i < static_cast<int64_t>(out_shape.size()); ++i) inner *= out_shape[i];
+  auto k = engine::kernel(kernels::kConcatForward, x0.dtype(), x0.device());
   Tensor out = Tensor::empty(out_shape, x0.dtype(), x0.device());
-  if (x0.device().is_cpu()) {
+  {
     std::vector<Tensor> cs;
-    {
-      engine::autograd::NoGradGuard ng;
-      for (const auto& x : xs) cs.push_back(x.contiguous());
-    }
-    detail::dispatch_float(x0, "concat", [&](auto tag) {
-      using T = decltype(tag);
-      std::vector<const T*> ptrs;
-      for (const auto& c : cs) ptrs.push_back(c.template data<T>());
-      kernels::cpu::concat_forward_cpu<T>(out.data<T>(), ptrs.data(), sizes.data(), static_cast<int>(xs.size()),
-                                          outer, inner);
-    });
-  } else {
-    Y9_THROW(engine::Error, "concat: CUDA not built yet for ", x0.str());
+    std::vector<const void*> ptrs;
+    for (const auto& x : xs) cs.push_back(engine::contiguous_nograd(x));
+    for (const auto& c : cs) ptrs.push_back(c.data_ptr());
+    k.fn(k.ctx, x0.dtype(), out.data_ptr(), ptrs.data(), sizes.data(), static_cast<int>(xs.size()), outer, inner);
   }
   std::vector<bool> need;
   std::vector<Shape> shapes;
@@ -63,17 +54,11 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
                                 Tensor dy = g[0].contiguous();
                                 for (size_t k = 0; k < shapes.size(); ++k)
                                   if (need[k]) r[k] = Tensor::empty(shapes[k], dy.dtype(), dy.device());
-                                if (dy.device().is_cpu()) {
-                                  detail::dispatch_float(dy, "concat backward", [&](auto tag) {
-                                    using T = decltype(tag);
-                                    std::vector<T*> ptrs;
-                                    for (auto& t : r) ptrs.push_back(t.defined() ? t.template data<T>() : nullptr);
-                                    kernels::cpu::concat_backward_cpu<T>(dy.data<T>(), ptrs.data(), sizes.data(),
-                                                                         static_cast<int>(r.size()), outer, inner);
-                                  });
-                                } else {
-                                  Y9_THROW(engine::Error, "concat backward: CUDA not built yet for ", dy.str());
-                                }
+                                auto kb = engine::kernel(kernels::kConcatBackward, dy.dtype(), dy.device());
+                                std::vector<void*> ptrs;
+                                for (auto& t : r) ptrs.push_back(t.defined() ? t.data_ptr() : nullptr);
+                                kb.fn(kb.ctx, dy.dtype(), dy.data_ptr(), ptrs.data(), sizes.data(),
+                                      static_cast<int>(r.size()), outer, inner);
                                 return r;
                               });
   return out;

@@ -3,7 +3,7 @@
 // Official use: nn.Upsample(None, 2, 'nearest'), SPPELAN's MaxPool2d(5, 1, 2), ADown's
 // avg_pool2d(x, 2, 1, 0) and MaxPool2d(3, 2, 1) (yolov9 models/common.py).
 #include "engine/autograd.h"
-#include "kernels/cpu/spatial.h"
+#include "kernels/common/spatial.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
 
@@ -11,7 +11,7 @@ namespace ops {
 
 using engine::Shape;
 using engine::Tensor;
-using kernels::cpu::Plane2d;
+using kernels::Plane2d;
 
 namespace {
 
@@ -50,27 +50,15 @@ Tensor upsample_nearest(const Tensor& x, int64_t scale) {
   Y9_CHECK_SHAPE(scale >= 1, "upsample_nearest: scale must be >= 1, got ", scale, " for shape ",
                  engine::shape_str(x.shape()));
   const Plane2d g = plane_of(x, x.size(2) * scale, x.size(3) * scale);
+  auto k = engine::kernel(kernels::kUpsampleNearestForward, x.dtype(), x.device());
   Tensor y = Tensor::empty({g.n, g.c, g.ho, g.wo}, x.dtype(), x.device());
-  if (x.device().is_cpu()) {
-    detail::dispatch_float(x, "upsample_nearest", [&](auto tag) {
-      using T = decltype(tag);
-      if (y.numel() > 0) kernels::cpu::upsample_nearest_forward_cpu<T>(x.data<T>(), g, scale, y.data<T>());
-    });
-  } else {
-    Y9_THROW(engine::Error, "upsample_nearest: CUDA not built yet for ", x.str());
-  }
+  if (y.numel() > 0) k.fn(k.ctx, x.dtype(), x.data_ptr(), g, scale, y.data_ptr());
   engine::autograd::record_fn("UpsampleNearestBackward", {x}, {y}, [g, scale](const std::vector<Tensor>& gr) {
     if (!gr[0].defined()) return std::vector<Tensor>{Tensor()};
     Tensor dy = gr[0].contiguous();
+    auto kb = engine::kernel(kernels::kUpsampleNearestBackward, dy.dtype(), dy.device());
     Tensor dx = Tensor::empty({g.n, g.c, g.h, g.w}, dy.dtype(), dy.device());
-    if (dy.device().is_cpu()) {
-      detail::dispatch_float(dy, "upsample_nearest backward", [&](auto tag) {
-        using T = decltype(tag);
-        if (dx.numel() > 0) kernels::cpu::upsample_nearest_backward_cpu<T>(dy.data<T>(), g, scale, dx.data<T>());
-      });
-    } else {
-      Y9_THROW(engine::Error, "upsample_nearest backward: CUDA not built yet for ", dy.str());
-    }
+    if (dx.numel() > 0) kb.fn(kb.ctx, dy.dtype(), dy.data_ptr(), g, scale, dx.data_ptr());
     return std::vector<Tensor>{dx};
   });
   return y;
@@ -81,31 +69,16 @@ Tensor max_pool2d(const Tensor& x, int64_t kernel, int64_t stride, int64_t paddi
   const int64_t ho = pool_out(x, x.size(2), kernel, stride, padding, "max_pool2d");
   const int64_t wo = pool_out(x, x.size(3), kernel, stride, padding, "max_pool2d");
   const Plane2d g = plane_of(x, ho, wo);
+  auto k = engine::kernel(kernels::kMaxPool2dForward, x.dtype(), x.device());
   Tensor y = Tensor::empty({g.n, g.c, ho, wo}, x.dtype(), x.device());
   Tensor idx = Tensor::empty({g.n, g.c, ho, wo}, engine::DType::I64, x.device());
-  if (x.device().is_cpu()) {
-    detail::dispatch_float(x, "max_pool2d", [&](auto tag) {
-      using T = decltype(tag);
-      if (y.numel() > 0)
-        kernels::cpu::max_pool2d_forward_cpu<T>(x.data<T>(), g, kernel, stride, padding, y.data<T>(),
-                                                idx.data<int64_t>());
-    });
-  } else {
-    Y9_THROW(engine::Error, "max_pool2d: CUDA not built yet for ", x.str());
-  }
+  if (y.numel() > 0) k.fn(k.ctx, x.dtype(), x.data_ptr(), g, kernel, stride, padding, y.data_ptr(), idx.data<int64_t>());
   engine::autograd::record_fn("MaxPool2dBackward", {x}, {y}, [g, idx](const std::vector<Tensor>& gr) {
     if (!gr[0].defined()) return std::vector<Tensor>{Tensor()};
     Tensor dy = gr[0].contiguous();
+    auto kb = engine::kernel(kernels::kMaxPool2dBackward, dy.dtype(), dy.device());
     Tensor dx = Tensor::empty({g.n, g.c, g.h, g.w}, dy.dtype(), dy.device());
-    if (dy.device().is_cpu()) {
-      detail::dispatch_float(dy, "max_pool2d backward", [&](auto tag) {
-        using T = decltype(tag);
-        if (dx.numel() > 0)
-          kernels::cpu::max_pool2d_backward_cpu<T>(dy.data<T>(), idx.data<int64_t>(), g, dx.data<T>());
-      });
-    } else {
-      Y9_THROW(engine::Error, "max_pool2d backward: CUDA not built yet for ", dy.str());
-    }
+    if (dx.numel() > 0) kb.fn(kb.ctx, dy.dtype(), dy.data_ptr(), idx.data<int64_t>(), g, dx.data_ptr());
     return std::vector<Tensor>{dx};
   });
   return y;
@@ -116,29 +89,15 @@ Tensor avg_pool2d(const Tensor& x, int64_t kernel, int64_t stride, int64_t paddi
   const int64_t ho = pool_out(x, x.size(2), kernel, stride, padding, "avg_pool2d");
   const int64_t wo = pool_out(x, x.size(3), kernel, stride, padding, "avg_pool2d");
   const Plane2d g = plane_of(x, ho, wo);
+  auto k = engine::kernel(kernels::kAvgPool2dForward, x.dtype(), x.device());
   Tensor y = Tensor::empty({g.n, g.c, ho, wo}, x.dtype(), x.device());
-  if (x.device().is_cpu()) {
-    detail::dispatch_float(x, "avg_pool2d", [&](auto tag) {
-      using T = decltype(tag);
-      if (y.numel() > 0)
-        kernels::cpu::avg_pool2d_forward_cpu<T>(x.data<T>(), g, kernel, stride, padding, y.data<T>());
-    });
-  } else {
-    Y9_THROW(engine::Error, "avg_pool2d: CUDA not built yet for ", x.str());
-  }
+  if (y.numel() > 0) k.fn(k.ctx, x.dtype(), x.data_ptr(), g, kernel, stride, padding, y.data_ptr());
   engine::autograd::record_fn("AvgPool2dBackward", {x}, {y}, [g, kernel, stride, padding](const std::vector<Tensor>& gr) {
     if (!gr[0].defined()) return std::vector<Tensor>{Tensor()};
     Tensor dy = gr[0].contiguous();
+    auto kb = engine::kernel(kernels::kAvgPool2dBackward, dy.dtype(), dy.device());
     Tensor dx = Tensor::empty({g.n, g.c, g.h, g.w}, dy.dtype(), dy.device());
-    if (dy.device().is_cpu()) {
-      detail::dispatch_float(dy, "avg_pool2d backward", [&](auto tag) {
-        using T = decltype(tag);
-        if (dx.numel() > 0)
-          kernels::cpu::avg_pool2d_backward_cpu<T>(dy.data<T>(), g, kernel, stride, padding, dx.data<T>());
-      });
-    } else {
-      Y9_THROW(engine::Error, "avg_pool2d backward: CUDA not built yet for ", dy.str());
-    }
+    if (dx.numel() > 0) kb.fn(kb.ctx, dy.dtype(), dy.data_ptr(), g, kernel, stride, padding, dx.data_ptr());
     return std::vector<Tensor>{dx};
   });
   return y;

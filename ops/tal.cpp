@@ -5,8 +5,8 @@
 #include <cmath>
 
 #include "engine/autograd.h"
+#include "engine/layout.h"
 #include "kernels/common/box_loss.h"
-#include "kernels/cpu/tal.h"
 
 namespace ops {
 
@@ -15,10 +15,10 @@ using engine::Shape;
 using engine::Tensor;
 
 namespace {
-void check_float_cpu(const Tensor& t, DType dt, const char* op, const char* name) {
+void check_input(const Tensor& t, const Tensor& ref, const char* op, const char* name) {
   Y9_CHECK_SHAPE(t.defined(), op, ": ", name, " is undefined");
-  Y9_CHECK_SHAPE(t.device().is_cpu(), op, ": only the CPU kernel is built, ", name, " is ", t.str());
-  Y9_CHECK_SHAPE(t.dtype() == dt, op, ": ", name, " dtype must match pd_scores, got ", t.str());
+  Y9_CHECK_SHAPE(t.dtype() == ref.dtype(), op, ": ", name, " dtype must match pd_scores, got ", t.str());
+  Y9_CHECK_SHAPE(t.device() == ref.device(), op, ": ", name, " must be on pd_scores' device, got ", t.str());
 }
 }  // namespace
 
@@ -27,13 +27,13 @@ TalResult tal_assign(const Tensor& pd_scores, const Tensor& pd_bboxes, const Ten
   const char* op = "tal_assign";
   Y9_CHECK_SHAPE(pd_scores.defined() && pd_scores.dim() == 3, op, ": pd_scores must be [B, A, nc]");
   const DType dt = pd_scores.dtype();
-  Y9_CHECK_SHAPE(dt == DType::F32 || dt == DType::F64, op, ": dtype must be f32 or f64, got ", pd_scores.str());
-  check_float_cpu(pd_scores, dt, op, "pd_scores");
-  check_float_cpu(pd_bboxes, dt, op, "pd_bboxes");
-  check_float_cpu(anc_points, dt, op, "anc_points");
-  check_float_cpu(gt_labels, dt, op, "gt_labels");
-  check_float_cpu(gt_bboxes, dt, op, "gt_bboxes");
-  check_float_cpu(mask_gt, dt, op, "mask_gt");
+  const engine::Device dev = pd_scores.device();
+  check_input(pd_bboxes, pd_scores, op, "pd_bboxes");
+  check_input(anc_points, pd_scores, op, "anc_points");
+  check_input(gt_labels, pd_scores, op, "gt_labels");
+  check_input(gt_bboxes, pd_scores, op, "gt_bboxes");
+  check_input(mask_gt, pd_scores, op, "mask_gt");
+  auto k = engine::kernel(kernels::kTalAssign, dt, dev);
   const int64_t B = pd_scores.size(0), A = pd_scores.size(1), nc = pd_scores.size(2);
   Y9_CHECK_SHAPE(nc == cfg.num_classes, op, ": pd_scores has ", nc, " classes, config ", cfg.num_classes);
   Y9_CHECK_SHAPE(pd_bboxes.shape() == Shape({B, A, 4}), op, ": pd_bboxes ", engine::shape_str(pd_bboxes.shape()),
@@ -53,29 +53,19 @@ TalResult tal_assign(const Tensor& pd_scores, const Tensor& pd_bboxes, const Ten
   Tensor ap = anc_points.detach().contiguous(), gl = gt_labels.detach().contiguous();
   Tensor gb = gt_bboxes.detach().contiguous(), mg = mask_gt.detach().contiguous();
   TalResult r;
-  r.target_labels = Tensor::empty({B, A}, DType::I64);
-  r.target_bboxes = Tensor::empty({B, A, 4}, dt);
-  r.target_scores = Tensor::empty({B, A, nc}, dt);
-  r.fg_mask = Tensor::empty({B, A}, DType::Bool);
-  r.target_gt_idx = Tensor::empty({B, A}, DType::I64);
-  kernels::cpu::TalParams prm{cfg.topk, cfg.num_classes, cfg.alpha, cfg.beta, cfg.eps};
-  if (dt == DType::F32)
-    kernels::cpu::tal_assign_cpu<float>(ps.data<float>(), pb.data<float>(), ap.data<float>(), gl.data<float>(),
-                                        gb.data<float>(), mg.data<float>(), B, A, M, prm,
-                                        r.target_labels.data<int64_t>(), r.target_bboxes.data<float>(),
-                                        r.target_scores.data<float>(), r.fg_mask.data<bool>(),
-                                        r.target_gt_idx.data<int64_t>());
-  else
-    kernels::cpu::tal_assign_cpu<double>(ps.data<double>(), pb.data<double>(), ap.data<double>(), gl.data<double>(),
-                                         gb.data<double>(), mg.data<double>(), B, A, M, prm,
-                                         r.target_labels.data<int64_t>(), r.target_bboxes.data<double>(),
-                                         r.target_scores.data<double>(), r.fg_mask.data<bool>(),
-                                         r.target_gt_idx.data<int64_t>());
+  r.target_labels = Tensor::empty({B, A}, DType::I64, dev);
+  r.target_bboxes = Tensor::empty({B, A, 4}, dt, dev);
+  r.target_scores = Tensor::empty({B, A, nc}, dt, dev);
+  r.fg_mask = Tensor::empty({B, A}, DType::Bool, dev);
+  r.target_gt_idx = Tensor::empty({B, A}, DType::I64, dev);
+  k.fn(k.ctx, dt, ps.data_ptr(), pb.data_ptr(), ap.data_ptr(), gl.data_ptr(), gb.data_ptr(), mg.data_ptr(), B, A, M, cfg,
+       r.target_labels.data<int64_t>(), r.target_bboxes.data_ptr(), r.target_scores.data_ptr(), r.fg_mask.data<bool>(),
+       r.target_gt_idx.data<int64_t>());
   return r;
 }
 
 Anchors make_anchors(const std::vector<std::pair<int64_t, int64_t>>& level_hw, const std::vector<double>& strides,
-                     DType dtype, double offset) {
+                     DType dtype, double offset, engine::Device device) {
   Y9_CHECK_SHAPE(level_hw.size() == strides.size(), "make_anchors: ", level_hw.size(), " levels but ",
                  strides.size(), " strides");
   std::vector<double> pts, st;
@@ -90,8 +80,8 @@ Anchors make_anchors(const std::vector<std::pair<int64_t, int64_t>>& level_hw, c
   }
   const int64_t A = static_cast<int64_t>(st.size());
   Anchors a;
-  a.points = Tensor::from_vector(pts, {A, 2}).to(dtype);
-  a.strides = Tensor::from_vector(st, {A, 1}).to(dtype);
+  a.points = Tensor::from_vector(pts, {A, 2}).to(dtype).to(device);
+  a.strides = Tensor::from_vector(st, {A, 1}).to(dtype).to(device);
   return a;
 }
 

@@ -5,18 +5,13 @@
 #include <vector>
 
 #include "engine/tensor.h"
+#include "kernels/common/tal.h"
 
 namespace ops {
 
-/// TaskAlignedAssigner settings; defaults are those both official ComputeLoss classes construct
-/// (topk 10, alpha 0.5, beta 6.0, eps 1e-9). num_classes must be set (nc of the head).
-struct TalConfig {
-  int64_t topk = 10;
-  int64_t num_classes = 80;
-  double alpha = 0.5;
-  double beta = 6.0;
-  double eps = 1e-9;
-};
+/// TaskAlignedAssigner settings (one struct for the op and its kernels; defaults topk 10,
+/// alpha 0.5, beta 6.0, eps 1e-9 as both official ComputeLoss classes construct it).
+using TalConfig = kernels::TalConfig;
 
 /// Assigner outputs for B images and A anchors.
 struct TalResult {
@@ -34,8 +29,10 @@ struct TalResult {
 /// anchors claimed twice). Spec: shared/spec/loss.md section 3.
 ///   pd_scores [B, A, nc] sigmoid probabilities; pd_bboxes [B, A, 4] xyxy px;
 ///   anc_points [A, 2] px; gt_labels [B, M, 1] float class ids; gt_bboxes [B, M, 4] xyxy px;
-///   mask_gt [B, M, 1] 1.0 for real gts, 0.0 for padding. F32 or F64 (all the same), CPU.
-/// Throws engine::ShapeError on shape/dtype/device mismatch or topk > A.
+///   mask_gt [B, M, 1] 1.0 for real gts, 0.0 for padding. All one dtype and device; runs on the
+///   device's tal_assign kernel (CPU: F32, F64).
+/// Throws engine::ShapeError on shape/dtype/device mismatch or topk > A (NotSupportedError for a
+/// dtype/device without a kernel).
 /// Deterministic (bitwise) for a given input; top-k ties resolve like torch.topk on the CPU.
 TalResult tal_assign(const engine::Tensor& pd_scores, const engine::Tensor& pd_bboxes,
                      const engine::Tensor& anc_points, const engine::Tensor& gt_labels,
@@ -46,9 +43,12 @@ struct Anchors {
   engine::Tensor points;   ///< [A, 2] (x + 0.5, y + 0.5) in grid units of each level, levels concatenated
   engine::Tensor strides;  ///< [A, 1] stride in px of each anchor's level
 };
-/// level_hw: (H_l, W_l) per level; strides: px per level. dtype F32/F64, CPU.
+/// level_hw: (H_l, W_l) per level (y outer, x inner, levels in order); strides: px per level.
+/// The grid is built on the host from shapes only and placed on `device` in `dtype`. The one
+/// make_anchors of the engine: the loss and the detection head's eval decode both use it.
 Anchors make_anchors(const std::vector<std::pair<int64_t, int64_t>>& level_hw, const std::vector<double>& strides,
-                     engine::DType dtype = engine::DType::F32, double offset = 0.5);
+                     engine::DType dtype = engine::DType::F32, double offset = 0.5,
+                     engine::Device device = engine::Device::cpu());
 
 /// Official ComputeLoss.preprocess: targets [N, 6] (image index, class, cx, cy, w, h normalised)
 /// -> [B, M, 5] (class, x1, y1, x2, y2 in px; scaled by img_w/img_h), M = max objects per image

@@ -3,7 +3,8 @@
 #include "ops/yolo_loss.h"
 
 #include "engine/autograd.h"
-#include "kernels/cpu/yolo_loss.h"
+#include "kernels/common/yolo_loss.h"
+#include "ops/ops.h"
 
 namespace ops {
 
@@ -20,26 +21,21 @@ struct BranchState {
   Tensor tss;       // [1]
 };
 
-template <typename T>
-void run_forward(BranchState& s, const Tensor& anc, const Tensor& stride, const Tensor& gl, const Tensor& gb,
-                 const Tensor& mg, const YoloLossConfig& cfg, const TalResult* fixed, T* out3) {
+// Decode, assign (or take the fixed assignment) and the branch loss; returns (L_box, L_cls,
+// L_dfl) read back to the host.
+std::vector<double> run_forward(BranchState& s, const Tensor& anc, const Tensor& stride, const Tensor& gl,
+                                const Tensor& gb, const Tensor& mg, const YoloLossConfig& cfg, const TalResult* fixed) {
   const int64_t B = s.pred.size(0), A = s.pred.size(1), nc = cfg.nc;
   const int reg = static_cast<int>(cfg.reg_max);
-  Tensor scores = Tensor::empty({B, A, nc}, s.pred.dtype());
-  Tensor box_px = Tensor::empty({B, A, 4}, s.pred.dtype());
-  s.box_grid = Tensor::empty({B, A, 4}, s.pred.dtype());
-  kernels::cpu::yolo_decode_cpu<T>(s.pred.data<T>(), anc.data<T>(), stride.data<T>(), B, A, nc, reg,
-                                   scores.data<T>(), s.box_grid.data<T>(), box_px.data<T>());
-  Tensor anc_px = Tensor::empty({A, 2}, s.pred.dtype());
-  {
-    const T* ap = anc.data<T>();
-    const T* st = stride.data<T>();
-    T* o = anc_px.data<T>();
-    for (int64_t a = 0; a < A; ++a) {
-      o[a * 2] = ap[a * 2] * st[a];
-      o[a * 2 + 1] = ap[a * 2 + 1] * st[a];
-    }
-  }
+  const DType dt = s.pred.dtype();
+  const engine::Device dev = s.pred.device();
+  Tensor scores = Tensor::empty({B, A, nc}, dt, dev);
+  Tensor box_px = Tensor::empty({B, A, 4}, dt, dev);
+  s.box_grid = Tensor::empty({B, A, 4}, dt, dev);
+  auto kd = engine::kernel(kernels::kYoloDecode, dt, dev);
+  kd.fn(kd.ctx, dt, s.pred.data_ptr(), anc.data_ptr(), stride.data_ptr(), B, A, nc, reg, scores.data_ptr(),
+        s.box_grid.data_ptr(), box_px.data_ptr());
+  const Tensor anc_px = ops::mul(anc, stride.reshape({A, 1}));  // grid units -> px
   if (fixed) {
     s.tal = *fixed;
     Y9_CHECK_SHAPE(s.tal.target_scores.defined() && s.tal.target_scores.shape() == Shape({B, A, nc}) &&
@@ -54,11 +50,13 @@ void run_forward(BranchState& s, const Tensor& anc, const Tensor& stride, const 
     tc.num_classes = nc;
     s.tal = tal_assign(scores, box_px, anc_px, gl, gb, mg, tc);
   }
-  s.tss = Tensor::empty({1}, s.pred.dtype());
-  kernels::cpu::yolo_branch_loss_forward_cpu<T>(s.pred.data<T>(), s.box_grid.data<T>(), anc.data<T>(),
-                                                stride.data<T>(), s.tal.target_bboxes.data<T>(),
-                                                s.tal.target_scores.data<T>(), s.tal.fg_mask.data<bool>(), B, A, nc,
-                                                reg, out3, s.tss.data<T>());
+  s.tss = Tensor::empty({1}, dt, dev);
+  Tensor out3 = Tensor::empty({3}, dt, dev);
+  auto kf = engine::kernel(kernels::kYoloBranchLossForward, dt, dev);
+  kf.fn(kf.ctx, dt, s.pred.data_ptr(), s.box_grid.data_ptr(), anc.data_ptr(), stride.data_ptr(),
+        s.tal.target_bboxes.data_ptr(), s.tal.target_scores.data_ptr(), s.tal.fg_mask.data<bool>(), B, A, nc, reg,
+        out3.data_ptr(), s.tss.data_ptr());
+  return out3.to_vector<double>();
 }
 
 }  // namespace
@@ -78,7 +76,7 @@ YoloLossResult yolo_loss(const std::vector<std::vector<Tensor>>& branches, const
   Y9_CHECK_SHAPE(f0.defined() && f0.dim() == 4, op, ": level maps must be [B, no, H, W], got ",
                  f0.defined() ? f0.str() : "undefined");
   const DType dt = f0.dtype();
-  Y9_CHECK_SHAPE(dt == DType::F32 || dt == DType::F64, op, ": dtype must be f32 or f64, got ", f0.str());
+  const engine::Device dev = f0.device();
   const int64_t B = f0.size(0);
   std::vector<std::pair<int64_t, int64_t>> hw;
   for (size_t l = 0; l < L; ++l) hw.emplace_back(branches[0][l].size(2), branches[0][l].size(3));
@@ -87,10 +85,10 @@ YoloLossResult yolo_loss(const std::vector<std::vector<Tensor>>& branches, const
     Y9_CHECK_SHAPE(br.size() == L, op, ": every branch needs ", L, " levels");
     for (size_t l = 0; l < L; ++l) {
       const Tensor& t = br[l];
-      Y9_CHECK_SHAPE(t.defined() && t.dtype() == dt && t.device().is_cpu() &&
+      Y9_CHECK_SHAPE(t.defined() && t.dtype() == dt && t.device() == dev &&
                          t.shape() == Shape({B, no, hw[l].first, hw[l].second}),
                      op, ": level ", l, " must be [", B, ", ", no, ", ", hw[l].first, ", ", hw[l].second, "] ",
-                     engine::dtype_name(dt), " cpu, got ", t.defined() ? t.str() : "undefined");
+                     engine::dtype_name(dt), " ", dev.str(), ", got ", t.defined() ? t.str() : "undefined");
       inputs.push_back(t);
     }
   }
@@ -103,7 +101,7 @@ YoloLossResult yolo_loss(const std::vector<std::vector<Tensor>>& branches, const
   Tensor stride;
   {
     engine::autograd::NoGradGuard ng;
-    anc = make_anchors(hw, cfg.strides, dt);
+    anc = make_anchors(hw, cfg.strides, dt, 0.5, dev);
     stride = anc.strides.reshape({A});
     // Targets -> padded gt tensors (official preprocess, imgsz = P3 map size * stride[0]).
     Tensor pre = preprocess_targets(targets, B, static_cast<double>(hw[0].first) * cfg.strides[0],
@@ -118,24 +116,19 @@ YoloLossResult yolo_loss(const std::vector<std::vector<Tensor>>& branches, const
       for (int64_t i = 0; i < B * M; ++i) m[i] = (p[i * 4] + p[i * 4 + 1] + p[i * 4 + 2] + p[i * 4 + 3]) > 0 ? 1 : 0;
       mg = Tensor::from_vector(m, {B, M, 1}).to(dt);
     }
+    gl = gl.to(dev), gb = gb.to(dev), mg = mg.to(dev);
     std::vector<double> raw(3 * K);
     for (size_t k = 0; k < K; ++k) {
-      st[k].pred = Tensor::empty({B, A, no}, dt);
+      st[k].pred = Tensor::empty({B, A, no}, dt, dev);
       int64_t a0 = 0;
       for (size_t l = 0; l < L; ++l) {
         const int64_t n = hw[l].first * hw[l].second;
         st[k].pred.narrow(1, a0, n).copy_(branches[k][l].detach().reshape({B, no, n}).permute({0, 2, 1}));
         a0 += n;
       }
-      if (dt == DType::F32) {
-        float o[3];
-        run_forward<float>(st[k], anc.points, stride, gl, gb, mg, cfg, cfg.fixed_assign.empty() ? nullptr : &cfg.fixed_assign[k], o);
-        for (int i = 0; i < 3; ++i) raw[3 * k + i] = o[i];
-      } else {
-        double o[3];
-        run_forward<double>(st[k], anc.points, stride, gl, gb, mg, cfg, cfg.fixed_assign.empty() ? nullptr : &cfg.fixed_assign[k], o);
-        for (int i = 0; i < 3; ++i) raw[3 * k + i] = o[i];
-      }
+      const auto o = run_forward(st[k], anc.points, stride, gl, gb, mg, cfg,
+                                 cfg.fixed_assign.empty() ? nullptr : &cfg.fixed_assign[k]);
+      for (int i = 0; i < 3; ++i) raw[3 * k + i] = o[static_cast<size_t>(i)];
     }
     const double gains[3] = {cfg.box_gain, cfg.cls_gain, cfg.dfl_gain};
     std::vector<double> outv(4, 0.0);
@@ -145,7 +138,7 @@ YoloLossResult yolo_loss(const std::vector<std::vector<Tensor>>& branches, const
       outv[i] = gains[i] * s;
     }
     outv[3] = (outv[0] + outv[1] + outv[2]) * static_cast<double>(B);
-    out = Tensor::from_vector(outv, {4}).to(dt);
+    out = Tensor::from_vector(outv, {4}).to(dt).to(dev);
   }
 
   YoloLossResult res;
@@ -170,18 +163,12 @@ YoloLossResult yolo_loss(const std::vector<std::vector<Tensor>>& branches, const
         for (size_t k = 0; k < st.size(); ++k) {
           double coef[3];
           for (int i = 0; i < 3; ++i) coef[i] = bw[k] * gains[i] * (gv[i] + static_cast<double>(B) * gv[3]);
-          Tensor gp = Tensor::empty({B, A, no}, dt);
           const BranchState& s = st[k];
-          if (dt == DType::F32)
-            kernels::cpu::yolo_branch_loss_backward_cpu<float>(
-                s.pred.data<float>(), s.box_grid.data<float>(), anc_pts.data<float>(), stride.data<float>(),
-                s.tal.target_bboxes.data<float>(), s.tal.target_scores.data<float>(), s.tal.fg_mask.data<bool>(),
-                s.tss.data<float>(), B, A, nc, reg, coef, gp.data<float>());
-          else
-            kernels::cpu::yolo_branch_loss_backward_cpu<double>(
-                s.pred.data<double>(), s.box_grid.data<double>(), anc_pts.data<double>(), stride.data<double>(),
-                s.tal.target_bboxes.data<double>(), s.tal.target_scores.data<double>(), s.tal.fg_mask.data<bool>(),
-                s.tss.data<double>(), B, A, nc, reg, coef, gp.data<double>());
+          Tensor gp = Tensor::empty({B, A, no}, dt, s.pred.device());
+          auto kb = engine::kernel(kernels::kYoloBranchLossBackward, dt, s.pred.device());
+          kb.fn(kb.ctx, dt, s.pred.data_ptr(), s.box_grid.data_ptr(), anc_pts.data_ptr(), stride.data_ptr(),
+                s.tal.target_bboxes.data_ptr(), s.tal.target_scores.data_ptr(), s.tal.fg_mask.data<bool>(),
+                s.tss.data_ptr(), B, A, nc, reg, coef, gp.data_ptr());
           int64_t a0 = 0;
           for (const auto& [h, w] : hw) {
             grads.push_back(gp.narrow(1, a0, h * w).permute({0, 2, 1}).contiguous().reshape({B, no, h, w}));

@@ -5,6 +5,7 @@
 #pragma once
 #include <cmath>
 
+#include "engine/backend.h"
 #include "engine/hd.h"
 #include "kernels/common/box.h"  // k_atan, IoU kinds shared with the metrics/NMS code
 
@@ -199,5 +200,27 @@ template <typename T>
 Y9_HD T bce_logits_bwd(T x, T t) {
   return T(1) / (T(1) + k_exp_box(-x)) - t;
 }
+
+// --- kernel entries ----------------------------------------------------------------------------------
+
+/// out[i] = CIoU(a[i], b[i]) for n xyxy box pairs (a, b: [n, 4] contiguous; eps as bbox_iou).
+using CiouForwardFn = void (*)(engine::DeviceContext& ctx, engine::DType dtype, const void* a, const void* b,
+                               void* out, int64_t n, double eps);
+inline engine::KernelKey<CiouForwardFn> kCiouForward{"ciou_forward"};
+/// ga[i] = gout[i] * dCIoU/da[i], gb likewise (overwrites; either may be null). alpha constant
+/// (official no_grad), min/max ties split the gradient evenly.
+using CiouBackwardFn = void (*)(engine::DeviceContext& ctx, engine::DType dtype, const void* a, const void* b,
+                                const void* gout, void* ga, void* gb, int64_t n, double eps);
+inline engine::KernelKey<CiouBackwardFn> kCiouBackward{"ciou_backward"};
+
+/// out[p] = mean over the 4 sides of DFL(logits[p, s, 0:nbins], target[p, s]); logits
+/// [P, 4, nbins], target [P, 4] in [0, nbins - 1).
+using DflForwardFn = void (*)(engine::DeviceContext& ctx, engine::DType dtype, const void* logits,
+                              const void* target, void* out, int64_t P, int nbins);
+inline engine::KernelKey<DflForwardFn> kDflForward{"dfl_forward"};
+/// glogits[p, s, k] = gout[p] / 4 * dDFL_s/dlogits[k] (overwrites glogits).
+using DflBackwardFn = void (*)(engine::DeviceContext& ctx, engine::DType dtype, const void* logits,
+                               const void* target, const void* gout, void* glogits, int64_t P, int nbins);
+inline engine::KernelKey<DflBackwardFn> kDflBackward{"dfl_backward"};
 
 }  // namespace kernels

@@ -1,8 +1,12 @@
 // Element math of the optimizer updates (SGD with momentum/nesterov, Adam/AdamW incl. amsgrad,
 // Lion) and of the EMA blend, shared by the CPU twins (kernels/cpu/optim.cpp) and a future fused
-// CUDA optimizer kernel. All math in FP32 in the order PyTorch 1.13's single-tensor CPU paths
-// use, so one step reproduces torch.optim to rounding.
+// CUDA optimizer kernel, and their kernel entries over flat buffers. All math in FP32 in the
+// order PyTorch 1.13's single-tensor CPU paths use, so one step reproduces torch.optim to
+// rounding.
 #pragma once
+#include <cstdint>
+
+#include "engine/backend.h"
 #include "engine/hd.h"
 #include "kernels/common/elementwise.h"
 
@@ -86,5 +90,43 @@ Y9_HD void lion_update(float& p, float g, float& m, const LionScalars& s) {
 /// EMA blend as official ModelEMA.update: `v *= d; v += (1-d) * m` in FP32 (d and 1-d are
 /// rounded to float by the caller, as PyTorch does for a Python scalar).
 Y9_HD float ema_blend(float v, float m, float d, float one_minus_d) { return v * d + one_minus_d * m; }
+
+// --- kernel entries over flat buffers ------------------------------------------------------------
+// A fused step runs over several ranges of flat buffers at once (one call per parameter group):
+// every pointer is the START of a flat buffer and ranges[r] = (offset, n) in elements, the same
+// offsets in every buffer (parameters, gradients and state share one layout). Padding elements
+// between segments are zero in every buffer and stay zero under every update below.
+
+/// One range of a flat buffer.
+struct FlatRange {
+  int64_t offset = 0;
+  int64_t n = 0;
+};
+
+/// SGD (sgd_update) over the ranges; buf may be null only when s.momentum == 0.
+using SgdStepFn = void (*)(engine::DeviceContext& ctx, float* p, const float* g, float* buf,
+                           const FlatRange* ranges, int64_t n_ranges, const SgdScalars& s);
+inline engine::KernelKey<SgdStepFn> kSgdStep{"sgd_step"};
+
+/// Adam/AdamW (adam_update) over the ranges; vmax may be null unless s.amsgrad.
+using AdamStepFn = void (*)(engine::DeviceContext& ctx, float* p, const float* g, float* m, float* v, float* vmax,
+                            const FlatRange* ranges, int64_t n_ranges, const AdamScalars& s);
+inline engine::KernelKey<AdamStepFn> kAdamStep{"adam_step"};
+
+/// Lion (lion_update) over the ranges.
+using LionStepFn = void (*)(engine::DeviceContext& ctx, float* p, const float* g, float* m,
+                            const FlatRange* ranges, int64_t n_ranges, const LionScalars& s);
+inline engine::KernelKey<LionStepFn> kLionStep{"lion_step"};
+
+/// ema[i] = ema_blend(ema[i], model[i], d, one_minus_d) for i < n (a whole flat buffer).
+using EmaUpdateFn = void (*)(engine::DeviceContext& ctx, float* ema, const float* model, int64_t n, float d,
+                             float one_minus_d);
+inline engine::KernelKey<EmaUpdateFn> kEmaUpdate{"ema_update"};
+
+/// out[r] = sum of g[i]^2 over range r (in double, fixed-size blocks in index order: the result
+/// does not depend on the thread count). out is F64 in the device's memory.
+using SumSquaresFn = void (*)(engine::DeviceContext& ctx, const float* g, const FlatRange* ranges, int64_t n_ranges,
+                              double* out);
+inline engine::KernelKey<SumSquaresFn> kSumSquares{"sum_squares"};
 
 }  // namespace kernels

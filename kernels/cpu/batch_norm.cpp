@@ -1,9 +1,15 @@
-// CPU BatchNorm2d kernels (see batch_norm.h). Channel-parallel; per-channel sums in double.
-#include "kernels/cpu/batch_norm.h"
-
+// CPU BatchNorm2d entries (kernels/common/batch_norm.h) over contiguous NCHW buffers, threaded over
+// channels; each channel's reductions run in a fixed order in double, so results are bitwise
+// reproducible for any thread count.
 #include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels/common/batch_norm.h"
 
 namespace kernels::cpu {
+
+namespace {
 
 template <typename T>
 void batch_norm_stats_cpu(const T* x, int64_t n, int64_t c, int64_t hw, T* mean, T* var_biased) {
@@ -98,16 +104,55 @@ void batch_norm_update_running_cpu(const T* mean, const T* var_biased, int64_t c
   }
 }
 
-#define Y9_INSTANTIATE(T)                                                                                 \
-  template void batch_norm_stats_cpu<T>(const T*, int64_t, int64_t, int64_t, T*, T*);                     \
-  template void batch_norm_forward_cpu<T>(const T*, const T*, const T*, const T*, const T*, T*, int64_t,  \
-                                          int64_t, int64_t);                                              \
-  template void batch_norm_backward_cpu<T>(const T*, const T*, const T*, const T*, const T*, bool, T*, T*, \
-                                           T*, int64_t, int64_t, int64_t);                               \
-  template void batch_norm_invstd_cpu<T>(const T*, double, T*, int64_t);                                  \
-  template void batch_norm_update_running_cpu<T>(const T*, const T*, int64_t, double, T*, T*, int64_t);
-Y9_INSTANTIATE(float)
-Y9_INSTANTIATE(double)
-#undef Y9_INSTANTIATE
+template <typename T>
+void forward_typed(const BatchNormShape& s, const T* x, const T* w, const T* b, T* running_mean, T* running_var,
+                   bool training, double momentum, double eps, T* y, T* mean, T* invstd) {
+  if (training) {
+    std::vector<T> var(static_cast<size_t>(s.c));
+    batch_norm_stats_cpu(x, s.n, s.c, s.hw, mean, var.data());
+    batch_norm_invstd_cpu(var.data(), eps, invstd, s.c);
+    if (running_mean && running_var)
+      batch_norm_update_running_cpu(mean, var.data(), s.n * s.hw, momentum, running_mean, running_var, s.c);
+  } else {
+    std::memcpy(mean, running_mean, static_cast<size_t>(s.c) * sizeof(T));
+    batch_norm_invstd_cpu(running_var, eps, invstd, s.c);
+  }
+  batch_norm_forward_cpu(x, mean, invstd, w, b, y, s.n, s.c, s.hw);
+}
+
+void batch_norm_forward(engine::DeviceContext&, engine::DType dt, const BatchNormShape& s, const void* x,
+                        const void* w, const void* b, void* rm, void* rv, bool training, double momentum, double eps,
+                        void* y, void* mean, void* invstd) {
+  if (dt == engine::DType::F32)
+    forward_typed(s, static_cast<const float*>(x), static_cast<const float*>(w), static_cast<const float*>(b),
+                  static_cast<float*>(rm), static_cast<float*>(rv), training, momentum, eps, static_cast<float*>(y),
+                  static_cast<float*>(mean), static_cast<float*>(invstd));
+  else
+    forward_typed(s, static_cast<const double*>(x), static_cast<const double*>(w), static_cast<const double*>(b),
+                  static_cast<double*>(rm), static_cast<double*>(rv), training, momentum, eps,
+                  static_cast<double*>(y), static_cast<double*>(mean), static_cast<double*>(invstd));
+}
+
+void batch_norm_backward(engine::DeviceContext&, engine::DType dt, const BatchNormShape& s, const void* x,
+                         const void* dy, const void* mean, const void* invstd, const void* w, bool training, void* dx,
+                         void* dw, void* db) {
+  if (dt == engine::DType::F32)
+    batch_norm_backward_cpu(static_cast<const float*>(x), static_cast<const float*>(dy),
+                            static_cast<const float*>(mean), static_cast<const float*>(invstd),
+                            static_cast<const float*>(w), training, static_cast<float*>(dx), static_cast<float*>(dw),
+                            static_cast<float*>(db), s.n, s.c, s.hw);
+  else
+    batch_norm_backward_cpu(static_cast<const double*>(x), static_cast<const double*>(dy),
+                            static_cast<const double*>(mean), static_cast<const double*>(invstd),
+                            static_cast<const double*>(w), training, static_cast<double*>(dx),
+                            static_cast<double*>(dw), static_cast<double*>(db), s.n, s.c, s.hw);
+}
+
+}  // namespace
+
+Y9_REGISTER_KERNELS(engine::DeviceType::CPU, b) {
+  b.add(kBatchNormForward, &batch_norm_forward, engine::kF32F64);
+  b.add(kBatchNormBackward, &batch_norm_backward, engine::kF32F64);
+}
 
 }  // namespace kernels::cpu

@@ -1,7 +1,6 @@
-// CPU twins of CIoU and DFL (kernels/cpu/box.h): loops over kernels/common/box.h.
-#include "kernels/cpu/box_loss.h"
-
+// CPU twins of the CIoU and DFL entries (kernels/common/box_loss.h): loops over its shared math.
 #include "kernels/common/box_loss.h"
+#include "kernels/cpu/dispatch.h"
 
 namespace kernels::cpu {
 
@@ -46,13 +45,48 @@ void dfl_backward_cpu(const T* logits, const T* target, const T* gout, T* glogit
   }
 }
 
-#define Y9_INST(T)                                                                             \
-  template void ciou_forward_cpu<T>(const T*, const T*, T*, int64_t, double);                  \
-  template void ciou_backward_cpu<T>(const T*, const T*, const T*, T*, T*, int64_t, double);   \
-  template void dfl_forward_cpu<T>(const T*, const T*, T*, int64_t, int);                      \
-  template void dfl_backward_cpu<T>(const T*, const T*, const T*, T*, int64_t, int);
-Y9_INST(float)
-Y9_INST(double)
-#undef Y9_INST
+namespace {
+
+using engine::DeviceContext;
+using engine::DType;
+
+void ciou_fwd_entry(DeviceContext&, DType dt, const void* a, const void* b, void* out, int64_t n, double eps) {
+  float_or_double(dt, [&](auto t) {
+    using T = decltype(t);
+    ciou_forward_cpu(static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(out), n, eps);
+  });
+}
+void ciou_bwd_entry(DeviceContext&, DType dt, const void* a, const void* b, const void* gout, void* ga, void* gb,
+                    int64_t n, double eps) {
+  float_or_double(dt, [&](auto t) {
+    using T = decltype(t);
+    ciou_backward_cpu(static_cast<const T*>(a), static_cast<const T*>(b), static_cast<const T*>(gout),
+                      static_cast<T*>(ga), static_cast<T*>(gb), n, eps);
+  });
+}
+void dfl_fwd_entry(DeviceContext&, DType dt, const void* logits, const void* target, void* out, int64_t P,
+                   int nbins) {
+  float_or_double(dt, [&](auto t) {
+    using T = decltype(t);
+    dfl_forward_cpu(static_cast<const T*>(logits), static_cast<const T*>(target), static_cast<T*>(out), P, nbins);
+  });
+}
+void dfl_bwd_entry(DeviceContext&, DType dt, const void* logits, const void* target, const void* gout, void* glogits,
+                   int64_t P, int nbins) {
+  float_or_double(dt, [&](auto t) {
+    using T = decltype(t);
+    dfl_backward_cpu(static_cast<const T*>(logits), static_cast<const T*>(target), static_cast<const T*>(gout),
+                     static_cast<T*>(glogits), P, nbins);
+  });
+}
+
+}  // namespace
+
+Y9_REGISTER_KERNELS(engine::DeviceType::CPU, b) {
+  b.add(kCiouForward, &ciou_fwd_entry, engine::kF32F64);
+  b.add(kCiouBackward, &ciou_bwd_entry, engine::kF32F64);
+  b.add(kDflForward, &dfl_fwd_entry, engine::kF32F64);
+  b.add(kDflBackward, &dfl_bwd_entry, engine::kF32F64);
+}
 
 }  // namespace kernels::cpu

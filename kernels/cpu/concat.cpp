@@ -1,6 +1,7 @@
 // concat forward/backward as a list of (dst, src, count) row copies, cut into ~64K-element
 // chunks so that a batch-1 concat (outer == 1, YOLO's case) still spreads over threads.
-#include "kernels/cpu/concat.h"
+#include "kernels/common/concat.h"
+#include "kernels/cpu/dispatch.h"
 
 #include <cstring>
 #include <vector>
@@ -61,9 +62,29 @@ void concat_backward_cpu(const T* dy, T* const* dxs, const int64_t* sizes, int n
   run<T, false>(const_cast<T*>(dy), nullptr, dxs, sizes, n, outer, inner);
 }
 
-template void concat_forward_cpu<float>(float*, const float* const*, const int64_t*, int, int64_t, int64_t);
-template void concat_forward_cpu<double>(double*, const double* const*, const int64_t*, int, int64_t, int64_t);
-template void concat_backward_cpu<float>(const float*, float* const*, const int64_t*, int, int64_t, int64_t);
-template void concat_backward_cpu<double>(const double*, double* const*, const int64_t*, int, int64_t, int64_t);
+namespace {
+
+void concat_fwd(engine::DeviceContext&, engine::DType dt, void* out, const void* const* ins, const int64_t* sizes,
+                int n, int64_t outer, int64_t inner) {
+  float_or_double(dt, [&](auto t) {
+    using T = decltype(t);
+    concat_forward_cpu(static_cast<T*>(out), reinterpret_cast<const T* const*>(ins), sizes, n, outer, inner);
+  });
+}
+
+void concat_bwd(engine::DeviceContext&, engine::DType dt, const void* dy, void* const* dxs, const int64_t* sizes,
+                int n, int64_t outer, int64_t inner) {
+  float_or_double(dt, [&](auto t) {
+    using T = decltype(t);
+    concat_backward_cpu(static_cast<const T*>(dy), reinterpret_cast<T* const*>(dxs), sizes, n, outer, inner);
+  });
+}
+
+}  // namespace
+
+Y9_REGISTER_KERNELS(engine::DeviceType::CPU, b) {
+  b.add(kConcatForward, &concat_fwd, engine::kF32F64);
+  b.add(kConcatBackward, &concat_bwd, engine::kF32F64);
+}
 
 }  // namespace kernels::cpu

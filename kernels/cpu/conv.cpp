@@ -1,15 +1,18 @@
-// CPU convolution: oneDNN primitives for F32 and direct loops for the reference path.
-// Primitives are re-created per call; oneDNN's own primitive cache (on by default, keyed by the
-// descriptors) makes that cheap, so we keep no mutable global state beyond the engine.
-#include "kernels/cpu/conv.h"
-
+// CPU convolution entries: oneDNN primitives for F32 and direct loops for F64 (the reference
+// path of finite-difference checks and of the F32 path's tests). The oneDNN engine, stream and a
+// primitive cache keyed by the convolution geometry live in the CPU device context (OneDnnState),
+// so a primitive descriptor is built once per shape and direction.
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "engine/error.h"
+#include "kernels/common/conv.h"
 
 namespace kernels::cpu {
 
@@ -18,9 +21,25 @@ namespace {
 using dnnl::memory;
 using tag = memory::format_tag;
 
-dnnl::engine& cpu_engine() {
-  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);  // immutable after construction
-  return eng;
+/// oneDNN state of the CPU context: engine, stream and the primitive cache. Executions are
+/// serialised by `mu` (a dnnl::stream is not thread-safe); oneDNN parallelises inside each one.
+struct OneDnnState {
+  explicit OneDnnState(engine::DeviceContext&) : eng(dnnl::engine::kind::cpu, 0), stream(eng) {}
+  dnnl::engine eng;
+  dnnl::stream stream;
+  std::mutex mu;
+  // Key: direction (0 fwd, 1 bwd data, 2 bwd weights), bias, then the geometry.
+  using Key = std::tuple<int, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                         int64_t, int64_t, int64_t, int64_t, int64_t>;
+  std::map<Key, dnnl::convolution_forward::primitive_desc> fwd;
+  std::map<Key, dnnl::convolution_backward_data::primitive_desc> bwd_data;
+  std::map<Key, dnnl::convolution_backward_weights::primitive_desc> bwd_weights;
+  std::map<Key, dnnl::primitive> prims;
+};
+
+OneDnnState::Key key_of(int dir, bool bias, const Conv2dShape& s) {
+  return {dir, bias, s.n, s.c_in, s.h, s.w, s.c_out, s.kh, s.kw, s.stride_h, s.stride_w, s.pad_h, s.pad_w, s.dil_h,
+          s.dil_w, s.groups};
 }
 
 struct Mds {
@@ -52,38 +71,82 @@ Mds make_mds(const Conv2dShape& s) {
 }
 
 /// User memory wrapped as `want`; reordered into a new buffer when the layouts differ.
-memory as_layout(const memory& user, const memory::desc& want, dnnl::stream& st) {
+memory as_layout(const dnnl::engine& eng, const memory& user, const memory::desc& want, dnnl::stream& st) {
   if (user.get_desc() == want) return user;
-  memory m(want, cpu_engine());
+  memory m(want, eng);
   dnnl::reorder(user, m).execute(st, const_cast<memory&>(user), m);
   return m;
 }
 
 /// Output memory in layout `have`; call finish() to reorder it into the user buffer.
-memory out_layout(const memory& user, const memory::desc& have) {
-  return user.get_desc() == have ? user : memory(have, cpu_engine());
+memory out_layout(const dnnl::engine& eng, const memory& user, const memory::desc& have) {
+  return user.get_desc() == have ? user : memory(have, eng);
 }
 void finish(memory& produced, memory& user, dnnl::stream& st) {
   if (produced.get(true) != user.get(true)) dnnl::reorder(produced, user).execute(st, produced, user);
 }
 
-dnnl::convolution_forward::primitive_desc fwd_pd(const Mds& m, bool with_bias) {
+dnnl::convolution_forward::primitive_desc fwd_pd(const dnnl::engine& eng, const Mds& m, bool with_bias) {
 #if DNNL_VERSION_MAJOR >= 3
   if (with_bias)
-    return {cpu_engine(), dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, m.src_any,
+    return {eng, dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, m.src_any,
             m.wei_any, m.bias, m.dst_any, m.strides, m.dil, m.pad_l, m.pad_r};
-  return {cpu_engine(), dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, m.src_any,
+  return {eng, dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, m.src_any,
           m.wei_any, m.dst_any, m.strides, m.dil, m.pad_l, m.pad_r};
 #else
   if (with_bias) {
     dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
                                       m.src_any, m.wei_any, m.bias, m.dst_any, m.strides, m.dil, m.pad_l, m.pad_r);
-    return {d, cpu_engine()};
+    return {d, eng};
   }
   dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
                                     m.src_any, m.wei_any, m.dst_any, m.strides, m.dil, m.pad_l, m.pad_r);
-  return {d, cpu_engine()};
+  return {d, eng};
 #endif
+}
+
+dnnl::convolution_backward_data::primitive_desc bwd_data_pd(const dnnl::engine& eng, const Mds& m) {
+  auto fpd = fwd_pd(eng, m, false);
+#if DNNL_VERSION_MAJOR >= 3
+  return {eng, dnnl::algorithm::convolution_direct, m.src_any, m.wei_any, m.dst_any, m.strides, m.dil, m.pad_l,
+          m.pad_r, fpd};
+#else
+  dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, m.src_any, m.wei_any, m.dst_any,
+                                          m.strides, m.dil, m.pad_l, m.pad_r);
+  return {d, eng, fpd};
+#endif
+}
+
+dnnl::convolution_backward_weights::primitive_desc bwd_weights_pd(const dnnl::engine& eng, const Mds& m,
+                                                                  bool with_bias) {
+  auto fpd = fwd_pd(eng, m, with_bias);
+#if DNNL_VERSION_MAJOR >= 3
+  if (with_bias)
+    return {eng, dnnl::algorithm::convolution_direct, m.src_any, m.wei_any, m.bias, m.dst_any, m.strides, m.dil,
+            m.pad_l, m.pad_r, fpd};
+  return {eng, dnnl::algorithm::convolution_direct, m.src_any, m.wei_any, m.dst_any, m.strides, m.dil, m.pad_l,
+          m.pad_r, fpd};
+#else
+  auto d = with_bias ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, m.src_any,
+                                                                 m.wei_any, m.bias, m.dst_any, m.strides, m.dil,
+                                                                 m.pad_l, m.pad_r)
+                     : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, m.src_any,
+                                                                 m.wei_any, m.dst_any, m.strides, m.dil, m.pad_l,
+                                                                 m.pad_r);
+  return {d, eng, fpd};
+#endif
+}
+
+/// The cached primitive descriptor and primitive of `key` in `cache`, built by `make` on a miss.
+template <typename Pd, typename Prim, typename Make>
+std::pair<const Pd*, dnnl::primitive*> cached(OneDnnState& st, std::map<OneDnnState::Key, Pd>& cache,
+                                             const OneDnnState::Key& key, Make make) {
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    it = cache.emplace(key, make()).first;
+    st.prims.emplace(key, Prim(it->second));
+  }
+  return {&it->second, &st.prims.at(key)};
 }
 
 [[noreturn]] void rethrow(const dnnl::error& e, const char* what, const Conv2dShape& s) {
@@ -92,90 +155,68 @@ dnnl::convolution_forward::primitive_desc fwd_pd(const Mds& m, bool with_bias) {
            s.kh, ", ", s.kw, "], groups ", s.groups);
 }
 
-}  // namespace
+// --- oneDNN (F32) -------------------------------------------------------------------------------
 
-// --- oneDNN -------------------------------------------------------------------------------------
-
-void conv2d_forward_onednn(const Conv2dShape& s, const float* x, const float* w, const float* bias, float* y) {
+void conv2d_forward_onednn(OneDnnState& st, const Conv2dShape& s, const float* x, const float* w, const float* bias,
+                           float* y) {
   try {
+    std::lock_guard<std::mutex> lock(st.mu);
     Mds m = make_mds(s);
-    auto pd = fwd_pd(m, bias != nullptr);
-    dnnl::stream st(cpu_engine());
-    memory xu(m.src, cpu_engine(), const_cast<float*>(x)), wu(m.wei, cpu_engine(), const_cast<float*>(w));
-    memory yu(m.dst, cpu_engine(), y);
-    memory xm = as_layout(xu, pd.src_desc(), st), wm = as_layout(wu, pd.weights_desc(), st);
-    memory ym = out_layout(yu, pd.dst_desc());
+    auto [pd, prim] = cached<dnnl::convolution_forward::primitive_desc, dnnl::convolution_forward>(
+        st, st.fwd, key_of(0, bias != nullptr, s), [&] { return fwd_pd(st.eng, m, bias != nullptr); });
+    memory xu(m.src, st.eng, const_cast<float*>(x)), wu(m.wei, st.eng, const_cast<float*>(w));
+    memory yu(m.dst, st.eng, y);
+    memory xm = as_layout(st.eng, xu, pd->src_desc(), st.stream), wm = as_layout(st.eng, wu, pd->weights_desc(), st.stream);
+    memory ym = out_layout(st.eng, yu, pd->dst_desc());
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, xm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, ym}};
-    if (bias) args.emplace(DNNL_ARG_BIAS, memory(m.bias, cpu_engine(), const_cast<float*>(bias)));
-    dnnl::convolution_forward(pd).execute(st, args);
-    finish(ym, yu, st);
-    st.wait();
+    if (bias) args.emplace(DNNL_ARG_BIAS, memory(m.bias, st.eng, const_cast<float*>(bias)));
+    prim->execute(st.stream, args);
+    finish(ym, yu, st.stream);
+    st.stream.wait();
   } catch (const dnnl::error& e) {
-    rethrow(e, "conv2d_forward_onednn", s);
+    rethrow(e, "conv2d_forward (oneDNN)", s);
   }
 }
 
-void conv2d_backward_data_onednn(const Conv2dShape& s, const float* dy, const float* w, float* dx) {
+void conv2d_backward_data_onednn(OneDnnState& st, const Conv2dShape& s, const float* dy, const float* w, float* dx) {
   try {
+    std::lock_guard<std::mutex> lock(st.mu);
     Mds m = make_mds(s);
-    auto fpd = fwd_pd(m, false);
-#if DNNL_VERSION_MAJOR >= 3
-    dnnl::convolution_backward_data::primitive_desc pd(cpu_engine(), dnnl::algorithm::convolution_direct,
-                                                       m.src_any, m.wei_any, m.dst_any, m.strides, m.dil,
-                                                       m.pad_l, m.pad_r, fpd);
-#else
-    dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, m.src_any, m.wei_any, m.dst_any,
-                                            m.strides, m.dil, m.pad_l, m.pad_r);
-    dnnl::convolution_backward_data::primitive_desc pd(d, cpu_engine(), fpd);
-#endif
-    dnnl::stream st(cpu_engine());
-    memory dyu(m.dst, cpu_engine(), const_cast<float*>(dy)), wu(m.wei, cpu_engine(), const_cast<float*>(w));
-    memory dxu(m.src, cpu_engine(), dx);
-    memory dym = as_layout(dyu, pd.diff_dst_desc(), st), wm = as_layout(wu, pd.weights_desc(), st);
-    memory dxm = out_layout(dxu, pd.diff_src_desc());
-    dnnl::convolution_backward_data(pd).execute(
-        st, {{DNNL_ARG_DIFF_DST, dym}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DIFF_SRC, dxm}});
-    finish(dxm, dxu, st);
-    st.wait();
+    auto [pd, prim] = cached<dnnl::convolution_backward_data::primitive_desc, dnnl::convolution_backward_data>(
+        st, st.bwd_data, key_of(1, false, s), [&] { return bwd_data_pd(st.eng, m); });
+    memory dyu(m.dst, st.eng, const_cast<float*>(dy)), wu(m.wei, st.eng, const_cast<float*>(w));
+    memory dxu(m.src, st.eng, dx);
+    memory dym = as_layout(st.eng, dyu, pd->diff_dst_desc(), st.stream),
+           wm = as_layout(st.eng, wu, pd->weights_desc(), st.stream);
+    memory dxm = out_layout(st.eng, dxu, pd->diff_src_desc());
+    prim->execute(st.stream, {{DNNL_ARG_DIFF_DST, dym}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DIFF_SRC, dxm}});
+    finish(dxm, dxu, st.stream);
+    st.stream.wait();
   } catch (const dnnl::error& e) {
-    rethrow(e, "conv2d_backward_data_onednn", s);
+    rethrow(e, "conv2d_backward_data (oneDNN)", s);
   }
 }
 
-void conv2d_backward_weights_onednn(const Conv2dShape& s, const float* x, const float* dy, float* dw,
+void conv2d_backward_weights_onednn(OneDnnState& st, const Conv2dShape& s, const float* x, const float* dy, float* dw,
                                     float* dbias) {
   try {
+    std::lock_guard<std::mutex> lock(st.mu);
     Mds m = make_mds(s);
     const bool with_bias = dbias != nullptr;
-    auto fpd = fwd_pd(m, with_bias);
-#if DNNL_VERSION_MAJOR >= 3
-    auto pd = with_bias ? dnnl::convolution_backward_weights::primitive_desc(
-                              cpu_engine(), dnnl::algorithm::convolution_direct, m.src_any, m.wei_any, m.bias,
-                              m.dst_any, m.strides, m.dil, m.pad_l, m.pad_r, fpd)
-                        : dnnl::convolution_backward_weights::primitive_desc(
-                              cpu_engine(), dnnl::algorithm::convolution_direct, m.src_any, m.wei_any, m.dst_any,
-                              m.strides, m.dil, m.pad_l, m.pad_r, fpd);
-#else
-    auto d = with_bias ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, m.src_any,
-                                                                   m.wei_any, m.bias, m.dst_any, m.strides, m.dil,
-                                                                   m.pad_l, m.pad_r)
-                       : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, m.src_any,
-                                                                   m.wei_any, m.dst_any, m.strides, m.dil, m.pad_l,
-                                                                   m.pad_r);
-    dnnl::convolution_backward_weights::primitive_desc pd(d, cpu_engine(), fpd);
-#endif
-    dnnl::stream st(cpu_engine());
-    memory xu(m.src, cpu_engine(), const_cast<float*>(x)), dyu(m.dst, cpu_engine(), const_cast<float*>(dy));
-    memory dwu(m.wei, cpu_engine(), dw);
-    memory xm = as_layout(xu, pd.src_desc(), st), dym = as_layout(dyu, pd.diff_dst_desc(), st);
-    memory dwm = out_layout(dwu, pd.diff_weights_desc());
+    auto [pd, prim] = cached<dnnl::convolution_backward_weights::primitive_desc, dnnl::convolution_backward_weights>(
+        st, st.bwd_weights, key_of(2, with_bias, s), [&] { return bwd_weights_pd(st.eng, m, with_bias); });
+    memory xu(m.src, st.eng, const_cast<float*>(x)), dyu(m.dst, st.eng, const_cast<float*>(dy));
+    memory dwu(m.wei, st.eng, dw);
+    memory xm = as_layout(st.eng, xu, pd->src_desc(), st.stream),
+           dym = as_layout(st.eng, dyu, pd->diff_dst_desc(), st.stream);
+    memory dwm = out_layout(st.eng, dwu, pd->diff_weights_desc());
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, xm}, {DNNL_ARG_DIFF_DST, dym}, {DNNL_ARG_DIFF_WEIGHTS, dwm}};
-    if (with_bias) args.emplace(DNNL_ARG_DIFF_BIAS, memory(m.bias, cpu_engine(), dbias));
-    dnnl::convolution_backward_weights(pd).execute(st, args);
-    finish(dwm, dwu, st);
-    st.wait();
+    if (with_bias) args.emplace(DNNL_ARG_DIFF_BIAS, memory(m.bias, st.eng, dbias));
+    prim->execute(st.stream, args);
+    finish(dwm, dwu, st.stream);
+    st.stream.wait();
   } catch (const dnnl::error& e) {
-    rethrow(e, "conv2d_backward_weights_onednn", s);
+    rethrow(e, "conv2d_backward_weights (oneDNN)", s);
   }
 }
 
@@ -284,12 +325,44 @@ void conv2d_backward_weights_ref(const Conv2dShape& s, const T* x, const T* dy, 
   }
 }
 
-template void conv2d_forward_ref<float>(const Conv2dShape&, const float*, const float*, const float*, float*);
-template void conv2d_forward_ref<double>(const Conv2dShape&, const double*, const double*, const double*, double*);
-template void conv2d_backward_data_ref<float>(const Conv2dShape&, const float*, const float*, float*);
-template void conv2d_backward_data_ref<double>(const Conv2dShape&, const double*, const double*, double*);
-template void conv2d_backward_weights_ref<float>(const Conv2dShape&, const float*, const float*, float*, float*);
-template void conv2d_backward_weights_ref<double>(const Conv2dShape&, const double*, const double*, double*,
-                                                  double*);
+// --- entries -------------------------------------------------------------------------------------------
+
+void conv2d_forward(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dt, const void* x, const void* w,
+                    const void* bias, void* y) {
+  if (dt == engine::DType::F32)
+    conv2d_forward_onednn(ctx.state<OneDnnState>(), s, static_cast<const float*>(x), static_cast<const float*>(w),
+                          static_cast<const float*>(bias), static_cast<float*>(y));
+  else
+    conv2d_forward_ref(s, static_cast<const double*>(x), static_cast<const double*>(w),
+                       static_cast<const double*>(bias), static_cast<double*>(y));
+}
+
+void conv2d_backward_data(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dt, const void* dy,
+                          const void* w, void* dx) {
+  if (dt == engine::DType::F32)
+    conv2d_backward_data_onednn(ctx.state<OneDnnState>(), s, static_cast<const float*>(dy),
+                                static_cast<const float*>(w), static_cast<float*>(dx));
+  else
+    conv2d_backward_data_ref(s, static_cast<const double*>(dy), static_cast<const double*>(w),
+                             static_cast<double*>(dx));
+}
+
+void conv2d_backward_weights(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dt, const void* x,
+                             const void* dy, void* dw, void* dbias) {
+  if (dt == engine::DType::F32)
+    conv2d_backward_weights_onednn(ctx.state<OneDnnState>(), s, static_cast<const float*>(x),
+                                   static_cast<const float*>(dy), static_cast<float*>(dw), static_cast<float*>(dbias));
+  else
+    conv2d_backward_weights_ref(s, static_cast<const double*>(x), static_cast<const double*>(dy),
+                                static_cast<double*>(dw), static_cast<double*>(dbias));
+}
+
+}  // namespace
+
+Y9_REGISTER_KERNELS(engine::DeviceType::CPU, b) {
+  b.add(kConv2dForward, &conv2d_forward, engine::kF32F64);
+  b.add(kConv2dBackwardData, &conv2d_backward_data, engine::kF32F64);
+  b.add(kConv2dBackwardWeights, &conv2d_backward_weights, engine::kF32F64);
+}
 
 }  // namespace kernels::cpu

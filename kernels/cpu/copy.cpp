@@ -1,14 +1,15 @@
-// CPU strided copy / fill / axpy over any dtype pair (conversions through float or double).
-#include "kernels/cpu/copy.h"
-
+// CPU strided copy / fill / axpy / scale over any dtype pair (conversions through double):
+// the core entries of engine/core_kernels.h.
 #include <cstring>
 
+#include "engine/core_kernels.h"
 #include "engine/error.h"
 #include "kernels/common/convert.h"
 #include "kernels/cpu/nd_iter.h"
 
 namespace kernels::cpu {
 
+using engine::DeviceContext;
 using engine::DType;
 
 namespace {
@@ -34,8 +35,6 @@ void copy_same_typed(T* dst, const T* src, const StridedLayout& dl, const Stride
   });
 }
 
-}  // namespace
-
 void copy_strided_cpu(void* dst, DType dt, const StridedLayout& dl, const void* src, DType st,
                       const StridedLayout& sl) {
   if (dt == st) {
@@ -59,7 +58,12 @@ void copy_strided_cpu(void* dst, DType dt, const StridedLayout& dl, const void* 
   });
 }
 
-void fill_strided_cpu(void* dst, DType dt, const StridedLayout& l, double value) {
+void copy_strided(DeviceContext&, void* dst, DType dt, const StridedLayout& dl, const void* src, DType st,
+                  const StridedLayout& sl) {
+  copy_strided_cpu(dst, dt, dl, src, st, sl);
+}
+
+void fill_strided(DeviceContext&, void* dst, DType dt, const StridedLayout& l, double value) {
   // Build the element once, then copy its bytes with a zero-stride source.
   alignas(8) unsigned char elem[8] = {};
   store_any(elem, dt, 0, value);
@@ -69,7 +73,7 @@ void fill_strided_cpu(void* dst, DType dt, const StridedLayout& l, double value)
 }
 
 template <typename T>
-static void axpy_typed(T* dst, const StridedLayout& dl, const T* src, const StridedLayout& sl, T alpha) {
+void axpy_typed(T* dst, const StridedLayout& dl, const T* src, const StridedLayout& sl, T alpha) {
   int64_t strides[2][kMaxDims];
   for (int d = 0; d < dl.ndim; ++d) {
     strides[0][d] = dl.strides[d];
@@ -90,15 +94,14 @@ static void axpy_typed(T* dst, const StridedLayout& dl, const T* src, const Stri
   });
 }
 
-void axpy_strided_cpu(void* dst, DType dt, const StridedLayout& dl, const void* src, const StridedLayout& sl,
+void axpy_strided(DeviceContext&, void* dst, DType dt, const StridedLayout& dl, const void* src, const StridedLayout& sl,
                       double alpha) {
   if (dt == DType::F32)
     return axpy_typed(static_cast<float*>(dst), dl, static_cast<const float*>(src), sl, static_cast<float>(alpha));
-  if (dt == DType::F64) return axpy_typed(static_cast<double*>(dst), dl, static_cast<const double*>(src), sl, alpha);
-  Y9_THROW(engine::ShapeError, "add_: dtype ", engine::dtype_name(dt), " not supported on cpu (f32, f64)");
+  return axpy_typed(static_cast<double*>(dst), dl, static_cast<const double*>(src), sl, alpha);
 }
 
-void scale_strided_cpu(void* dst, DType dt, const StridedLayout& l, double value) {
+void scale_strided(DeviceContext&, void* dst, DType dt, const StridedLayout& l, double value) {
   int64_t strides[1][kMaxDims];
   for (int d = 0; d < l.ndim; ++d) strides[0][d] = l.strides[d];
   if (dt == DType::F32) {
@@ -107,14 +110,21 @@ void scale_strided_cpu(void* dst, DType dt, const StridedLayout& l, double value
     nd_for_each_row<1>(l.ndim, l.sizes, strides, [&](const int64_t* off, int64_t n, const int64_t* in) {
       for (int64_t i = 0; i < n; ++i) p[off[0] + i * in[0]] *= v;
     });
-  } else if (dt == DType::F64) {
+  } else {
     double* p = static_cast<double*>(dst);
     nd_for_each_row<1>(l.ndim, l.sizes, strides, [&](const int64_t* off, int64_t n, const int64_t* in) {
       for (int64_t i = 0; i < n; ++i) p[off[0] + i * in[0]] *= value;
     });
-  } else {
-    Y9_THROW(engine::ShapeError, "mul_: dtype ", engine::dtype_name(dt), " not supported on cpu (f32, f64)");
   }
+}
+
+}  // namespace
+
+Y9_REGISTER_KERNELS(engine::DeviceType::CPU, b) {
+  b.add(engine::kCopyStrided, &copy_strided, engine::kAllDTypes);
+  b.add(engine::kFillStrided, &fill_strided, engine::kAllDTypes);
+  b.add(engine::kAxpyStrided, &axpy_strided, engine::kF32F64);
+  b.add(engine::kScaleStrided, &scale_strided, engine::kF32F64);
 }
 
 }  // namespace kernels::cpu

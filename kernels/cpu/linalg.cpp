@@ -1,7 +1,8 @@
 // softmax/log_softmax and batched GEMM on the CPU. GEMM batches run one after another and
 // OpenBLAS threads each product (YOLO's matmuls are few and small; batching them in OpenMP on
 // top of a threaded BLAS would oversubscribe).
-#include "kernels/cpu/linalg.h"
+#include "kernels/common/linalg.h"
+#include "kernels/cpu/dispatch.h"
 
 #include <cblas.h>
 
@@ -110,11 +111,39 @@ void matmul_forward_cpu(const GemmOperand& a, const GemmOperand& b, T* out, int6
   }
 }
 
-template void softmax_forward_cpu<float>(const float*, float*, int64_t, int64_t, int64_t, bool);
-template void softmax_forward_cpu<double>(const double*, double*, int64_t, int64_t, int64_t, bool);
-template void softmax_backward_cpu<float>(const float*, const float*, float*, int64_t, int64_t, int64_t, bool);
-template void softmax_backward_cpu<double>(const double*, const double*, double*, int64_t, int64_t, int64_t, bool);
-template void matmul_forward_cpu<float>(const GemmOperand&, const GemmOperand&, float*, int64_t, int64_t, int64_t);
-template void matmul_forward_cpu<double>(const GemmOperand&, const GemmOperand&, double*, int64_t, int64_t, int64_t);
+namespace {
+
+void softmax_fwd(engine::DeviceContext&, engine::DType dt, const void* x, void* y, int64_t outer, int64_t n,
+                 int64_t inner, bool log) {
+  float_or_double(dt, [&](auto t) {
+    using T = decltype(t);
+    softmax_forward_cpu(static_cast<const T*>(x), static_cast<T*>(y), outer, n, inner, log);
+  });
+}
+
+void softmax_bwd(engine::DeviceContext&, engine::DType dt, const void* y, const void* dy, void* dx, int64_t outer,
+                 int64_t n, int64_t inner, bool log) {
+  float_or_double(dt, [&](auto t) {
+    using T = decltype(t);
+    softmax_backward_cpu(static_cast<const T*>(y), static_cast<const T*>(dy), static_cast<T*>(dx), outer, n, inner,
+                         log);
+  });
+}
+
+void matmul_fwd(engine::DeviceContext&, engine::DType dt, const GemmOperand& a, const GemmOperand& b, void* out,
+                int64_t m, int64_t n, int64_t k) {
+  float_or_double(dt, [&](auto t) {
+    using T = decltype(t);
+    matmul_forward_cpu<T>(a, b, static_cast<T*>(out), m, n, k);
+  });
+}
+
+}  // namespace
+
+Y9_REGISTER_KERNELS(engine::DeviceType::CPU, b) {
+  b.add(kSoftmaxForward, &softmax_fwd, engine::kF32F64);
+  b.add(kSoftmaxBackward, &softmax_bwd, engine::kF32F64);
+  b.add(kMatmulForward, &matmul_fwd, engine::kF32F64);
+}
 
 }  // namespace kernels::cpu

@@ -1,16 +1,16 @@
 // Spatial CPU twins. Parallel over (n, c) planes (or output rows for upsampling) so every
 // thread writes a disjoint region: the backward scatters need no atomics and are deterministic.
-#include "kernels/cpu/spatial.h"
-
 #include <algorithm>
 #include <cstring>
 #include <limits>
+
+#include "kernels/common/spatial.h"
+#include "kernels/cpu/dispatch.h"
 
 namespace kernels::cpu {
 
 namespace {
 inline bool par_for(int64_t work) { return work > 32768; }
-}  // namespace
 
 template <typename T>
 void upsample_nearest_forward_cpu(const T* x, const Plane2d& g, int64_t s, T* y) {
@@ -138,15 +138,60 @@ void avg_pool2d_backward_cpu(const T* dy, const Plane2d& g, int64_t k, int64_t s
   }
 }
 
-#define Y9_INST(T)                                                                                        \
-  template void upsample_nearest_forward_cpu<T>(const T*, const Plane2d&, int64_t, T*);                   \
-  template void upsample_nearest_backward_cpu<T>(const T*, const Plane2d&, int64_t, T*);                  \
-  template void max_pool2d_forward_cpu<T>(const T*, const Plane2d&, int64_t, int64_t, int64_t, T*, int64_t*); \
-  template void max_pool2d_backward_cpu<T>(const T*, const int64_t*, const Plane2d&, T*);                 \
-  template void avg_pool2d_forward_cpu<T>(const T*, const Plane2d&, int64_t, int64_t, int64_t, T*);       \
-  template void avg_pool2d_backward_cpu<T>(const T*, const Plane2d&, int64_t, int64_t, int64_t, T*);
-Y9_INST(float)
-Y9_INST(double)
-#undef Y9_INST
+// --- entries -------------------------------------------------------------------------------------------
+
+using engine::DeviceContext;
+using engine::DType;
+
+void upsample_fwd(DeviceContext&, DType dt, const void* x, const Plane2d& g, int64_t s, void* y) {
+  float_or_double(dt, [&](auto t) {
+    using T = decltype(t);
+    upsample_nearest_forward_cpu(static_cast<const T*>(x), g, s, static_cast<T*>(y));
+  });
+}
+void upsample_bwd(DeviceContext&, DType dt, const void* dy, const Plane2d& g, int64_t s, void* dx) {
+  float_or_double(dt, [&](auto t) {
+    using T = decltype(t);
+    upsample_nearest_backward_cpu(static_cast<const T*>(dy), g, s, static_cast<T*>(dx));
+  });
+}
+void max_pool_fwd(DeviceContext&, DType dt, const void* x, const Plane2d& g, int64_t k, int64_t stride, int64_t pad,
+                  void* y, int64_t* idx) {
+  float_or_double(dt, [&](auto t) {
+    using T = decltype(t);
+    max_pool2d_forward_cpu(static_cast<const T*>(x), g, k, stride, pad, static_cast<T*>(y), idx);
+  });
+}
+void max_pool_bwd(DeviceContext&, DType dt, const void* dy, const int64_t* idx, const Plane2d& g, void* dx) {
+  float_or_double(dt, [&](auto t) {
+    using T = decltype(t);
+    max_pool2d_backward_cpu(static_cast<const T*>(dy), idx, g, static_cast<T*>(dx));
+  });
+}
+void avg_pool_fwd(DeviceContext&, DType dt, const void* x, const Plane2d& g, int64_t k, int64_t stride, int64_t pad,
+                  void* y) {
+  float_or_double(dt, [&](auto t) {
+    using T = decltype(t);
+    avg_pool2d_forward_cpu(static_cast<const T*>(x), g, k, stride, pad, static_cast<T*>(y));
+  });
+}
+void avg_pool_bwd(DeviceContext&, DType dt, const void* dy, const Plane2d& g, int64_t k, int64_t stride, int64_t pad,
+                  void* dx) {
+  float_or_double(dt, [&](auto t) {
+    using T = decltype(t);
+    avg_pool2d_backward_cpu(static_cast<const T*>(dy), g, k, stride, pad, static_cast<T*>(dx));
+  });
+}
+
+}  // namespace
+
+Y9_REGISTER_KERNELS(engine::DeviceType::CPU, b) {
+  b.add(kUpsampleNearestForward, &upsample_fwd, engine::kF32F64);
+  b.add(kUpsampleNearestBackward, &upsample_bwd, engine::kF32F64);
+  b.add(kMaxPool2dForward, &max_pool_fwd, engine::kF32F64);
+  b.add(kMaxPool2dBackward, &max_pool_bwd, engine::kF32F64);
+  b.add(kAvgPool2dForward, &avg_pool_fwd, engine::kF32F64);
+  b.add(kAvgPool2dBackward, &avg_pool_bwd, engine::kF32F64);
+}
 
 }  // namespace kernels::cpu

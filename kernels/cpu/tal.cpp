@@ -1,7 +1,7 @@
-// CPU twin of the Task-Aligned Assigner (kernels/cpu/tal.h). Follows the official tensor
+// CPU twin of the Task-Aligned Assigner (kernels/common/tal.h). Follows the official tensor
 // program step by step per image: CIoU metrics, in-box candidates, top-k, one gt per anchor,
 // targets and the soft-label normalisation.
-#include "kernels/cpu/tal.h"
+#include "kernels/common/tal.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/common/box_loss.h"
+#include "kernels/cpu/dispatch.h"
 
 namespace kernels::cpu {
 
@@ -45,7 +46,7 @@ T pow_t(T x, T p) {
 
 template <typename T>
 void tal_assign_cpu(const T* pd_scores, const T* pd_bboxes, const T* anc, const T* gt_labels, const T* gt_bboxes,
-                    const T* mask_gt, int64_t B, int64_t A, int64_t M, const TalParams& prm, int64_t* target_labels,
+                    const T* mask_gt, int64_t B, int64_t A, int64_t M, const TalConfig& prm, int64_t* target_labels,
                     T* target_bboxes, T* target_scores, bool* fg_mask, int64_t* target_gt_idx) {
   const int64_t nc = prm.num_classes;
   if (M == 0) {
@@ -164,11 +165,23 @@ void tal_assign_cpu(const T* pd_scores, const T* pd_bboxes, const T* anc, const 
   }
 }
 
-template void tal_assign_cpu<float>(const float*, const float*, const float*, const float*, const float*,
-                                    const float*, int64_t, int64_t, int64_t, const TalParams&, int64_t*, float*,
-                                    float*, bool*, int64_t*);
-template void tal_assign_cpu<double>(const double*, const double*, const double*, const double*, const double*,
-                                     const double*, int64_t, int64_t, int64_t, const TalParams&, int64_t*, double*,
-                                     double*, bool*, int64_t*);
+namespace {
+
+void tal_assign_entry(engine::DeviceContext&, engine::DType dt, const void* pd_scores, const void* pd_bboxes,
+                      const void* anc, const void* gt_labels, const void* gt_bboxes, const void* mask_gt, int64_t B,
+                      int64_t A, int64_t M, const TalConfig& cfg, int64_t* target_labels, void* target_bboxes,
+                      void* target_scores, bool* fg_mask, int64_t* target_gt_idx) {
+  float_or_double(dt, [&](auto t) {
+    using T = decltype(t);
+    tal_assign_cpu<T>(static_cast<const T*>(pd_scores), static_cast<const T*>(pd_bboxes), static_cast<const T*>(anc),
+                      static_cast<const T*>(gt_labels), static_cast<const T*>(gt_bboxes),
+                      static_cast<const T*>(mask_gt), B, A, M, cfg, target_labels, static_cast<T*>(target_bboxes),
+                      static_cast<T*>(target_scores), fg_mask, target_gt_idx);
+  });
+}
+
+}  // namespace
+
+Y9_REGISTER_KERNELS(engine::DeviceType::CPU, b) { b.add(kTalAssign, &tal_assign_entry, engine::kF32F64); }
 
 }  // namespace kernels::cpu

@@ -1,11 +1,12 @@
 // CPU twin of one branch of the YOLOv9 TAL loss (kernels/cpu/yolo_loss.h). Per-anchor math
 // comes from kernels/common/box.h; anchors are independent, so loops run in parallel.
-#include "kernels/cpu/yolo_loss.h"
+#include "kernels/common/yolo_loss.h"
 
 #include <algorithm>
 #include <vector>
 
 #include "kernels/common/box_loss.h"
+#include "kernels/cpu/dispatch.h"
 
 namespace kernels::cpu {
 
@@ -122,15 +123,51 @@ void yolo_branch_loss_backward_cpu(const T* pred, const T* box_grid, const T* an
   }
 }
 
-#define Y9_INST(T)                                                                                              \
-  template void yolo_decode_cpu<T>(const T*, const T*, const T*, int64_t, int64_t, int64_t, int, T*, T*, T*);   \
-  template void yolo_branch_loss_forward_cpu<T>(const T*, const T*, const T*, const T*, const T*, const T*,     \
-                                                const bool*, int64_t, int64_t, int64_t, int, T*, T*);           \
-  template void yolo_branch_loss_backward_cpu<T>(const T*, const T*, const T*, const T*, const T*, const T*,    \
-                                                 const bool*, const T*, int64_t, int64_t, int64_t, int,         \
-                                                 const double*, T*);
-Y9_INST(float)
-Y9_INST(double)
-#undef Y9_INST
+namespace {
+
+using engine::DeviceContext;
+using engine::DType;
+
+void decode_entry(DeviceContext&, DType dt, const void* pred, const void* anc, const void* stride, int64_t B,
+                  int64_t A, int64_t nc, int reg, void* scores, void* box_grid, void* box_px) {
+  float_or_double(dt, [&](auto t) {
+    using T = decltype(t);
+    yolo_decode_cpu<T>(static_cast<const T*>(pred), static_cast<const T*>(anc), static_cast<const T*>(stride), B, A,
+                       nc, reg, static_cast<T*>(scores), static_cast<T*>(box_grid), static_cast<T*>(box_px));
+  });
+}
+
+void forward_entry(DeviceContext&, DType dt, const void* pred, const void* box_grid, const void* anc,
+                   const void* stride, const void* target_bboxes, const void* target_scores, const bool* fg, int64_t B,
+                   int64_t A, int64_t nc, int reg, void* out, void* tss) {
+  float_or_double(dt, [&](auto t) {
+    using T = decltype(t);
+    yolo_branch_loss_forward_cpu<T>(static_cast<const T*>(pred), static_cast<const T*>(box_grid),
+                                    static_cast<const T*>(anc), static_cast<const T*>(stride),
+                                    static_cast<const T*>(target_bboxes), static_cast<const T*>(target_scores), fg, B,
+                                    A, nc, reg, static_cast<T*>(out), static_cast<T*>(tss));
+  });
+}
+
+void backward_entry(DeviceContext&, DType dt, const void* pred, const void* box_grid, const void* anc,
+                    const void* stride, const void* target_bboxes, const void* target_scores, const bool* fg,
+                    const void* tss, int64_t B, int64_t A, int64_t nc, int reg, const double* coef,
+                    void* grad_pred) {
+  float_or_double(dt, [&](auto t) {
+    using T = decltype(t);
+    yolo_branch_loss_backward_cpu<T>(static_cast<const T*>(pred), static_cast<const T*>(box_grid),
+                                     static_cast<const T*>(anc), static_cast<const T*>(stride),
+                                     static_cast<const T*>(target_bboxes), static_cast<const T*>(target_scores), fg,
+                                     static_cast<const T*>(tss), B, A, nc, reg, coef, static_cast<T*>(grad_pred));
+  });
+}
+
+}  // namespace
+
+Y9_REGISTER_KERNELS(engine::DeviceType::CPU, b) {
+  b.add(kYoloDecode, &decode_entry, engine::kF32F64);
+  b.add(kYoloBranchLossForward, &forward_entry, engine::kF32F64);
+  b.add(kYoloBranchLossBackward, &backward_entry, engine::kF32F64);
+}
 
 }  // namespace kernels::cpu

@@ -1,12 +1,14 @@
 // CUDA strided copy (with dtype conversion and broadcasting), fill, axpy and scale; twins of
 // kernels/cpu/copy.cpp. Layouts are coalesced on the host; a fully dense pair skips the
 // per-element index divisions. 64-bit indexing, grid-stride loops.
-#include "kernels/cuda/copy.h"
+#include <cuda_runtime_api.h>
 
 #include <cuda_runtime.h>
 
 #include <cstring>
 
+#include "engine/core_kernels.h"
+#include "engine/cuda_runtime.h"
 #include "engine/error.h"
 #include "kernels/common/convert.h"
 #include "kernels/cuda/common.cuh"
@@ -164,6 +166,36 @@ void scale_strided_cuda(void* dst, DType dt, const StridedLayout& layout, double
     CUDA_CHECK_LAUNCH(stream);
   });
   Y9_CHECK_SHAPE(ok, "mul_: dtype ", engine::dtype_name(dt), " not supported on cuda (f32, f64, f16, bf16)");
+}
+
+// --- entries -------------------------------------------------------------------------------------------
+
+namespace {
+
+cudaStream_t stream_of(engine::DeviceContext& ctx) { return static_cast<cudaStream_t>(ctx.stream()); }
+
+void copy_entry(engine::DeviceContext& ctx, void* dst, DType dt, const StridedLayout& dl, const void* src, DType st,
+                const StridedLayout& sl) {
+  copy_strided_cuda(dst, dt, dl, src, st, sl, stream_of(ctx));
+}
+void fill_entry(engine::DeviceContext& ctx, void* dst, DType dt, const StridedLayout& l, double v) {
+  fill_strided_cuda(dst, dt, l, v, stream_of(ctx));
+}
+void axpy_entry(engine::DeviceContext& ctx, void* dst, DType dt, const StridedLayout& dl, const void* src,
+                const StridedLayout& sl, double alpha) {
+  axpy_strided_cuda(dst, dt, dl, src, sl, alpha, stream_of(ctx));
+}
+void scale_entry(engine::DeviceContext& ctx, void* dst, DType dt, const StridedLayout& l, double v) {
+  scale_strided_cuda(dst, dt, l, v, stream_of(ctx));
+}
+
+}  // namespace
+
+Y9_REGISTER_KERNELS(engine::DeviceType::CUDA, b) {
+  b.add(engine::kCopyStrided, &copy_entry, engine::kAllDTypes);
+  b.add(engine::kFillStrided, &fill_entry, engine::kAllDTypes);
+  b.add(engine::kAxpyStrided, &axpy_entry, engine::kFloating);
+  b.add(engine::kScaleStrided, &scale_entry, engine::kFloating);
 }
 
 }  // namespace kernels::cuda

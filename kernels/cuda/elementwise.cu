@@ -1,7 +1,7 @@
-// CUDA elementwise kernels: one generic N-input map kernel over strided (coalesced) layouts,
+// CUDA elementwise entries: one generic N-input map kernel over strided (coalesced) layouts,
 // instantiated per functor and dtype; a dense fast path skips index divisions. The element math
-// is kernels/common/elementwise.h, shared with the CPU twins.
-#include "kernels/cuda/elementwise.h"
+// is kernels/common/elementwise.h, shared with the CPU twins; every UnaryOp is instantiated
+// through visit_unary, so a new unary op needs no edit here.
 
 #include <cuda_runtime.h>
 
@@ -73,79 +73,109 @@ template <typename Op>
 struct BinaryF {
   template <typename C> __device__ C operator()(C a, C b) const { return Op()(a, b); }
 };
-struct SiluF { template <typename C> __device__ C operator()(C x) const { return silu_fwd(x); } };
-struct SiluBwdF { template <typename C> __device__ C operator()(C x, C dy) const { return silu_bwd(x, dy); } };
-struct SigmoidF { template <typename C> __device__ C operator()(C x) const { return sigmoid_fwd(x); } };
-struct SigmoidBwdF {
-  template <typename C> __device__ C operator()(C y, C dy) const { return sigmoid_bwd_from_y(y, dy); }
+template <BinaryOp OP, bool A>
+struct BinaryBwdF {  // A: gradient of the first operand, else of the second
+  template <typename C> __device__ C operator()(C a, C b, C dy) const {
+    if constexpr (OP == BinaryOp::Mul) return A ? mul_bwd_a(a, b, dy) : mul_bwd_b(a, b, dy);
+    else return A ? div_bwd_a(a, b, dy) : div_bwd_b(a, b, dy);
+  }
 };
-struct ReluF { template <typename C> __device__ C operator()(C x) const { return relu_fwd(x); } };
-struct ReluBwdF { template <typename C> __device__ C operator()(C x, C dy) const { return relu_bwd(x, dy); } };
+template <UnaryOp OP>
+struct UnaryF {
+  double p0, p1;
+  template <typename C> __device__ C operator()(C x) const { return unary_fwd<C>(OP, x, C(p0), C(p1)); }
+};
+template <UnaryOp OP>
+struct UnaryBwdF {
+  double p0, p1;
+  template <typename C> __device__ C operator()(C x, C y, C dy) const {
+    return unary_bwd<C>(OP, x, y, dy, C(p0), C(p1));
+  }
+};
 struct BceF { template <typename C> __device__ C operator()(C x, C t) const { return bce_with_logits_fwd(x, t); } };
-struct BceBwdF {
+struct BceBwdXF {
   template <typename C> __device__ C operator()(C x, C t, C dy) const { return bce_with_logits_bwd_x(x, t, dy); }
 };
+struct BceBwdTF {
+  template <typename C> __device__ C operator()(C x, C t, C dy) const { return bce_with_logits_bwd_t(x, t, dy); }
+};
 
-}  // namespace
+cudaStream_t stream_of(engine::DeviceContext& ctx) { return static_cast<cudaStream_t>(ctx.stream()); }
 
-// --- launchers --------------------------------------------------------------------------------
+// --- entries ----------------------------------------------------------------------------------
 
-void binary_forward_cuda(BinaryOp op, void* out, DType dt, const StridedLayout& out_layout, const void* a,
-                         const StridedLayout& a_layout, const void* b, const StridedLayout& b_layout,
-                         cudaStream_t stream) {
+void binary_forward(engine::DeviceContext& ctx, BinaryOp op, DType dt, void* out, const StridedLayout& out_layout,
+                    const void* a, const StridedLayout& a_layout, const void* b, const StridedLayout& b_layout) {
   const void* ins[2] = {a, b};
   StridedLayout ls[2] = {a_layout, b_layout};
+  cudaStream_t s = stream_of(ctx);
   switch (op) {
-    case BinaryOp::Add: return launch_map<2>("add", BinaryF<AddOp>{}, out, dt, out_layout, ins, ls, stream);
-    case BinaryOp::Sub: return launch_map<2>("sub", BinaryF<SubOp>{}, out, dt, out_layout, ins, ls, stream);
-    case BinaryOp::Mul: return launch_map<2>("mul", BinaryF<MulOp>{}, out, dt, out_layout, ins, ls, stream);
-    case BinaryOp::Div: return launch_map<2>("div", BinaryF<DivOp>{}, out, dt, out_layout, ins, ls, stream);
+    case BinaryOp::Add: return launch_map<2>("add", BinaryF<AddOp>{}, out, dt, out_layout, ins, ls, s);
+    case BinaryOp::Sub: return launch_map<2>("sub", BinaryF<SubOp>{}, out, dt, out_layout, ins, ls, s);
+    case BinaryOp::Mul: return launch_map<2>("mul", BinaryF<MulOp>{}, out, dt, out_layout, ins, ls, s);
+    case BinaryOp::Div: return launch_map<2>("div", BinaryF<DivOp>{}, out, dt, out_layout, ins, ls, s);
   }
 }
 
-void silu_forward_cuda(void* y, DType dt, const StridedLayout& yl, const void* x, const StridedLayout& xl,
-                       cudaStream_t stream) {
-  launch_map<1>("silu", SiluF{}, y, dt, yl, &x, &xl, stream);
+void binary_backward(engine::DeviceContext& ctx, BinaryOp op, DType dt, const void* a, const StridedLayout& la,
+                     const void* b, const StridedLayout& lb, const void* dy, const StridedLayout& ldy, void* da,
+                     const StridedLayout& lda, void* db, const StridedLayout& ldb) {
+  const void* ins[3] = {a, b, dy};
+  StridedLayout ls[3] = {la, lb, ldy};
+  cudaStream_t s = stream_of(ctx);
+  if (op == BinaryOp::Mul) {
+    if (da) launch_map<3>("mul backward", BinaryBwdF<BinaryOp::Mul, true>{}, da, dt, lda, ins, ls, s);
+    if (db) launch_map<3>("mul backward", BinaryBwdF<BinaryOp::Mul, false>{}, db, dt, ldb, ins, ls, s);
+  } else {
+    Y9_ASSERT(op == BinaryOp::Div, "binary_backward: only mul and div need a kernel, got ", binary_op_name(op));
+    if (da) launch_map<3>("div backward", BinaryBwdF<BinaryOp::Div, true>{}, da, dt, lda, ins, ls, s);
+    if (db) launch_map<3>("div backward", BinaryBwdF<BinaryOp::Div, false>{}, db, dt, ldb, ins, ls, s);
+  }
 }
-void silu_backward_cuda(void* dx, DType dt, const StridedLayout& dxl, const void* x, const StridedLayout& xl,
-                        const void* dy, const StridedLayout& dyl, cudaStream_t stream) {
-  const void* ins[2] = {x, dy};
-  StridedLayout ls[2] = {xl, dyl};
-  launch_map<2>("silu_backward", SiluBwdF{}, dx, dt, dxl, ins, ls, stream);
+
+void unary_forward(engine::DeviceContext& ctx, UnaryOp op, DType dt, double p0, double p1, void* out,
+                   const StridedLayout& lo, const void* x, const StridedLayout& lx) {
+  visit_unary(op, [&](auto o) {
+    launch_map<1>("unary", UnaryF<decltype(o)::value>{p0, p1}, out, dt, lo, &x, &lx, stream_of(ctx));
+  });
 }
-void sigmoid_forward_cuda(void* y, DType dt, const StridedLayout& yl, const void* x, const StridedLayout& xl,
-                          cudaStream_t stream) {
-  launch_map<1>("sigmoid", SigmoidF{}, y, dt, yl, &x, &xl, stream);
+
+void unary_backward(engine::DeviceContext& ctx, UnaryOp op, DType dt, double p0, double p1, void* dx,
+                    const StridedLayout& ldx, const void* x, const StridedLayout& lx, const void* y,
+                    const StridedLayout& ly, const void* dy, const StridedLayout& ldy) {
+  // A null operand is read through dy's pointer/layout (the functor ignores it for that op).
+  const void* ins[3] = {x ? x : dy, y ? y : dy, dy};
+  StridedLayout ls[3] = {x ? lx : ldy, y ? ly : ldy, ldy};
+  visit_unary(op, [&](auto o) {
+    launch_map<3>("unary backward", UnaryBwdF<decltype(o)::value>{p0, p1}, dx, dt, ldx, ins, ls, stream_of(ctx));
+  });
 }
-void sigmoid_backward_cuda(void* dx, DType dt, const StridedLayout& dxl, const void* y, const StridedLayout& yl,
-                           const void* dy, const StridedLayout& dyl, cudaStream_t stream) {
-  const void* ins[2] = {y, dy};
-  StridedLayout ls[2] = {yl, dyl};
-  launch_map<2>("sigmoid_backward", SigmoidBwdF{}, dx, dt, dxl, ins, ls, stream);
-}
-void relu_forward_cuda(void* y, DType dt, const StridedLayout& yl, const void* x, const StridedLayout& xl,
-                       cudaStream_t stream) {
-  launch_map<1>("relu", ReluF{}, y, dt, yl, &x, &xl, stream);
-}
-void relu_backward_cuda(void* dx, DType dt, const StridedLayout& dxl, const void* x, const StridedLayout& xl,
-                        const void* dy, const StridedLayout& dyl, cudaStream_t stream) {
-  const void* ins[2] = {x, dy};
-  StridedLayout ls[2] = {xl, dyl};
-  launch_map<2>("relu_backward", ReluBwdF{}, dx, dt, dxl, ins, ls, stream);
-}
-void bce_with_logits_forward_cuda(void* loss, DType dt, const StridedLayout& ll, const void* x,
-                                  const StridedLayout& xl, const void* t, const StridedLayout& tl,
-                                  cudaStream_t stream) {
+
+void bce_forward(engine::DeviceContext& ctx, DType dt, void* loss, const StridedLayout& ll, const void* x,
+                 const StridedLayout& xl, const void* t, const StridedLayout& tl) {
   const void* ins[2] = {x, t};
   StridedLayout ls[2] = {xl, tl};
-  launch_map<2>("bce_with_logits", BceF{}, loss, dt, ll, ins, ls, stream);
+  launch_map<2>("bce_with_logits", BceF{}, loss, dt, ll, ins, ls, stream_of(ctx));
 }
-void bce_with_logits_backward_cuda(void* dx, DType dt, const StridedLayout& dxl, const void* x,
-                                   const StridedLayout& xl, const void* t, const StridedLayout& tl, const void* dy,
-                                   const StridedLayout& dyl, cudaStream_t stream) {
+
+void bce_backward(engine::DeviceContext& ctx, DType dt, const void* x, const StridedLayout& xl, const void* t,
+                  const StridedLayout& tl, const void* dy, const StridedLayout& dyl, void* dx,
+                  const StridedLayout& dxl, void* dtt, const StridedLayout& dtl) {
   const void* ins[3] = {x, t, dy};
   StridedLayout ls[3] = {xl, tl, dyl};
-  launch_map<3>("bce_with_logits_backward", BceBwdF{}, dx, dt, dxl, ins, ls, stream);
+  if (dx) launch_map<3>("bce_with_logits backward", BceBwdXF{}, dx, dt, dxl, ins, ls, stream_of(ctx));
+  if (dtt) launch_map<3>("bce_with_logits backward", BceBwdTF{}, dtt, dt, dtl, ins, ls, stream_of(ctx));
+}
+
+}  // namespace
+
+Y9_REGISTER_KERNELS(engine::DeviceType::CUDA, b) {
+  b.add(kBinaryForward, &binary_forward, engine::kFloating);
+  b.add(kBinaryBackward, &binary_backward, engine::kFloating);
+  b.add(kUnaryForward, &unary_forward, engine::kFloating);
+  b.add(kUnaryBackward, &unary_backward, engine::kFloating);
+  b.add(kBceWithLogitsForward, &bce_forward, engine::kFloating);
+  b.add(kBceWithLogitsBackward, &bce_backward, engine::kFloating);
 }
 
 }  // namespace kernels::cuda

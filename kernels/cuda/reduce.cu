@@ -1,7 +1,7 @@
 // CUDA row sums: a warp per row for short rows, a block per row for long rows; both reduce in a
 // fixed order (strided per-thread partials, then a shuffle tree), so results are bitwise
 // reproducible. TODO(lead): a two-pass split for few very long rows (rows=1, n=1e7).
-#include "kernels/cuda/reduce.h"
+#include "engine/core_kernels.h"
 
 #include <cuda_runtime.h>
 
@@ -81,5 +81,14 @@ void sum_rows_cuda(const void* in, void* out, engine::DType dtype, int64_t rows,
   });
   Y9_CHECK_SHAPE(ok, "sum: dtype ", engine::dtype_name(dtype), " not supported on cuda (f32, f64, f16, bf16)");
 }
+
+namespace {
+void sum_rows_entry(engine::DeviceContext& ctx, const void* in, void* out, engine::DType dt, int64_t rows, int64_t n,
+                    double scale) {
+  sum_rows_cuda(in, out, dt, rows, n, scale, static_cast<cudaStream_t>(ctx.stream()));
+}
+}  // namespace
+
+Y9_REGISTER_KERNELS(engine::DeviceType::CUDA, b) { b.add(engine::kSumRows, &sum_rows_entry, engine::kFloating); }
 
 }  // namespace kernels::cuda

@@ -1,7 +1,7 @@
 // CUDA Philox fills: one thread per element, grid-stride loop, 64-bit indices.
 #include "engine/cuda_runtime.h"
 #include "kernels/common/rng.h"
-#include "kernels/cuda/rng.h"
+#include "engine/core_kernels.h"
 
 namespace kernels::cuda {
 
@@ -34,6 +34,24 @@ void normal_fill_cuda(float* out, int64_t n, uint64_t seed, uint64_t stream_id, 
   if (n == 0) return;
   normal_fill_kernel<<<grid_for(n), 256, 0, stream>>>(out, n, seed, stream_id, offset, mean, std);
   CUDA_CHECK_LAUNCH(stream);
+}
+
+namespace {
+
+void uniform_entry(engine::DeviceContext& ctx, float* out, int64_t n, uint64_t seed, uint64_t sid, uint64_t off,
+                   float lo, float hi) {
+  uniform_fill_cuda(out, n, seed, sid, off, lo, hi, static_cast<cudaStream_t>(ctx.stream()));
+}
+void normal_entry(engine::DeviceContext& ctx, float* out, int64_t n, uint64_t seed, uint64_t sid, uint64_t off,
+                  float mean, float sd) {
+  normal_fill_cuda(out, n, seed, sid, off, mean, sd, static_cast<cudaStream_t>(ctx.stream()));
+}
+
+}  // namespace
+
+Y9_REGISTER_KERNELS(engine::DeviceType::CUDA, b) {
+  b.add(engine::kUniformFill, &uniform_entry, engine::DTypeSet{engine::DType::F32});
+  b.add(engine::kNormalFill, &normal_entry, engine::DTypeSet{engine::DType::F32});
 }
 
 }  // namespace kernels::cuda

@@ -1,0 +1,475 @@
+// run_validation: the official val_dual.py loop (WongKinYiu/yolov9 5b1ea9a) over a rect-batched
+// validation dataset, with the official console table, txt/JSON outputs and plots
+// (shared/spec/eval.md sections 3-5, 7).
+#include "apps/training/strfmt.h"
+#include "apps/training/evaluator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdarg>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+#include <utility>
+
+#include "engine/autograd.h"
+#include "engine/error.h"
+#include "graph/model.h"
+#include "io/plots.h"
+#include "ops/nms.h"
+#include "ops/ops.h"
+
+namespace fs = std::filesystem;
+
+namespace training {
+
+using engine::DType;
+using engine::Tensor;
+
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+
+std::string class_name(const std::vector<std::string>& names, int64_t c) {
+  return c >= 0 && c < static_cast<int64_t>(names.size()) ? names[static_cast<size_t>(c)] : std::to_string(c);
+}
+
+// Python's round(x, n) for the JSON (round half to even on the decimal value; doubles).
+double py_round(double x, int n) {
+  const double s = std::pow(10.0, n);
+  return std::nearbyint(x * s) / s;
+}
+
+// Official shapes[si] = (h0, w0), ((h / h0, w / w0), (dw, dh)) for a validation sample: load_image
+// resizes the long side to img_size (int truncation), letterbox (no up-scaling) pads to the batch
+// shape H x W; reproduced here from the record's size so the loader batch needs no extra fields.
+struct RatioPad {
+  int h0 = 0, w0 = 0;
+  double gain = 1, pad_w = 0, pad_h = 0;
+};
+
+int round_half_even(double v) { return static_cast<int>(std::nearbyint(v)); }
+
+RatioPad ratio_pad(const io::ImageRecord& rec, int img_size, int H, int W) {
+  RatioPad rp;
+  rp.h0 = rec.height;
+  rp.w0 = rec.width;
+  const double r = static_cast<double>(img_size) / std::max(rp.h0, rp.w0);
+  int h = rp.h0, w = rp.w0;
+  if (r != 1.0) {
+    h = static_cast<int>(rp.h0 * r);
+    w = static_cast<int>(rp.w0 * r);
+  }
+  const double r2 = std::min({static_cast<double>(H) / h, static_cast<double>(W) / w, 1.0});
+  const int nw = round_half_even(w * r2), nh = round_half_even(h * r2);
+  rp.gain = static_cast<double>(h) / rp.h0;
+  rp.pad_w = (W - nw) / 2.0;
+  rp.pad_h = (H - nh) / 2.0;
+  return rp;
+}
+
+Tensor host_f32(const Tensor& t) { return t.to(engine::Device::cpu()).to(DType::F32).contiguous(); }
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+const std::vector<int>& coco80_to_coco91() {
+  static const std::vector<int> m = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 13, 14, 15, 16, 17, 18, 19, 20, 21,
+                                     22, 23, 24, 25, 27, 28, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44,
+                                     46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63, 64, 65,
+                                     67, 70, 72, 73, 74, 75, 76, 77, 78, 79, 80, 81, 82, 84, 85, 86, 87, 88, 89, 90};
+  return m;
+}
+
+bool is_coco_val(const std::vector<std::string>& val_entries) {
+  if (val_entries.size() != 1) return false;
+  const std::string suffix = (fs::path("coco") / "val2017.txt").string();
+  const std::string& v = val_entries[0];
+  return v.size() >= suffix.size() && v.compare(v.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+nlohmann::json coco_image_id(const std::string& image_path) {
+  const std::string stem = fs::path(image_path).stem().string();
+  const bool numeric = !stem.empty() && std::all_of(stem.begin(), stem.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (numeric && stem.size() < 19) return std::stoll(stem);
+  return stem;
+}
+
+void append_coco_json(const Tensor& detections, const std::string& image_path, bool is_coco, nlohmann::json& out) {
+  Y9_CHECK_SHAPE(detections.dim() == 2 && detections.size(1) >= 6, "append_coco_json: detections must be [N, 6], got ",
+                 engine::shape_str(detections.shape()));
+  const Tensor d = host_f32(detections);
+  const float* p = d.data<float>();
+  const int64_t cols = d.size(1);
+  const nlohmann::json id = coco_image_id(image_path);
+  for (int64_t i = 0; i < d.size(0); ++i) {
+    const float* r = p + i * cols;
+    // xyxy2xywh in FP32 as the official tensor op, then centre -> top-left corner
+    const float w = r[2] - r[0], h = r[3] - r[1];
+    const float cx = (r[0] + r[2]) / 2, cy = (r[1] + r[3]) / 2;
+    const float x = cx - w / 2, y = cy - h / 2;
+    const int cls = static_cast<int>(r[5]);
+    int cat = cls;
+    if (is_coco) {
+      Y9_CHECK(cls >= 0 && cls < 80, "append_coco_json: class ", cls, " outside the 80 COCO classes");
+      cat = coco80_to_coco91()[static_cast<size_t>(cls)];
+    }
+    out.push_back({{"image_id", id},
+                   {"category_id", cat},
+                   {"bbox", {py_round(x, 3), py_round(y, 3), py_round(w, 3), py_round(h, 3)}},
+                   {"score", py_round(r[4], 5)}});
+  }
+}
+
+std::string yolo_txt_lines(const Tensor& detections, int h0, int w0, bool save_conf) {
+  Y9_CHECK_SHAPE(detections.dim() == 2 && detections.size(1) >= 6, "yolo_txt_lines: detections must be [N, 6], got ",
+                 engine::shape_str(detections.shape()));
+  const Tensor d = host_f32(detections);
+  const float* p = d.data<float>();
+  const int64_t cols = d.size(1);
+  std::string s;
+  for (int64_t i = 0; i < d.size(0); ++i) {
+    const float* r = p + i * cols;
+    const float cx = (r[0] + r[2]) / 2 / w0, cy = (r[1] + r[3]) / 2 / h0;
+    const float w = (r[2] - r[0]) / w0, h = (r[3] - r[1]) / h0;
+    s += fmt("%g %g %g %g %g", r[5], cx, cy, w, h);
+    if (save_conf) s += fmt(" %g", r[4]);
+    s += "\n";
+  }
+  return s;
+}
+
+std::string format_val_table(const ops::ValMetrics& m, int64_t seen, const std::vector<std::string>& names,
+                             bool per_class) {
+  std::string s = fmt("%22s%11s%11s%11s%11s%11s%11s\n", "Class", "Images", "Instances", "P", "R", "mAP50", "mAP50-95");
+  int64_t nt = 0;
+  for (int64_t v : m.nt_per_class) nt += v;
+  s += fmt("%22s%11lld%11lld%11.3g%11.3g%11.3g%11.3g\n", "all", static_cast<long long>(seen), static_cast<long long>(nt),
+           m.mp, m.mr, m.map50, m.map);
+  if (per_class && m.per_class.ap_class.defined()) {
+    const auto& pc = m.per_class;
+    const auto cls = pc.ap_class.to_vector<int64_t>();
+    const auto p = pc.p.to_vector<double>(), r = pc.r.to_vector<double>();
+    const auto ap = pc.ap.to_vector<double>();
+    const int64_t K = pc.ap.size(1);
+    for (size_t i = 0; i < cls.size(); ++i) {
+      double ap50 = ap[i * K], apm = 0;
+      for (int64_t k = 0; k < K; ++k) apm += ap[i * K + k];
+      apm /= static_cast<double>(K);
+      const int64_t c = cls[i];
+      const long long ntc = c >= 0 && c < static_cast<int64_t>(m.nt_per_class.size()) ? m.nt_per_class[c] : 0;
+      s += fmt("%22s%11lld%11lld%11.3g%11.3g%11.3g%11.3g\n", class_name(names, c).c_str(), static_cast<long long>(seen),
+               ntc, p[i], r[i], ap50, apm);
+    }
+  }
+  return s;
+}
+
+std::shared_ptr<io::AugmentedDataset> make_val_dataset(const std::vector<std::string>& entries, int img_size,
+                                                       int batch_size, bool rect, double pad, int nc,
+                                                       bool single_cls, int min_items, const std::string& prefix) {
+  io::ScanOptions so;
+  so.nc = nc;
+  so.single_cls = single_cls;
+  so.min_items = min_items;
+  so.prefix = prefix;
+  io::ScanResult scan = io::scan_dataset(entries, so);
+  if (!prefix.empty()) {
+    std::fputs(scan.findings_text(prefix).c_str(), stdout);
+    std::printf("%s%s\n", prefix.c_str(), scan.summary_line().c_str());
+  }
+  io::AugmentOptions ao;
+  ao.img_size = img_size;
+  ao.augment = false;
+  ao.rect = rect;
+  ao.batch_size = batch_size;
+  ao.rect_pad = pad;
+  ao.seed = 0;
+  return std::make_shared<io::AugmentedDataset>(std::move(scan.records), ao);
+}
+
+void scale_boxes_inplace(Tensor& boxes, double gain, double pad_w, double pad_h, int h0, int w0) {
+  Y9_CHECK_SHAPE(boxes.dim() == 2 && boxes.size(1) >= 4 && boxes.dtype() == DType::F32 && boxes.is_contiguous() &&
+                     boxes.device().is_cpu(),
+                 "scale_boxes_inplace: need contiguous CPU F32 [N, >=4], got ", boxes.str());
+  float* p = boxes.data<float>();
+  const int64_t cols = boxes.size(1);
+  const float g = static_cast<float>(gain), pw = static_cast<float>(pad_w), ph = static_cast<float>(pad_h);
+  for (int64_t i = 0; i < boxes.size(0); ++i) {
+    float* r = p + i * cols;
+    r[0] = std::clamp((r[0] - pw) / g, 0.0f, static_cast<float>(w0));
+    r[2] = std::clamp((r[2] - pw) / g, 0.0f, static_cast<float>(w0));
+    r[1] = std::clamp((r[1] - ph) / g, 0.0f, static_cast<float>(h0));
+    r[3] = std::clamp((r[3] - ph) / g, 0.0f, static_cast<float>(h0));
+  }
+}
+
+int check_img_size(int img, int stride, int floor) {
+  const int v = std::max((img + stride - 1) / stride * stride, floor);
+  if (v != img)
+    std::printf("WARNING ⚠️ --img-size %d must be multiple of max stride %d, updating to %d\n", img, stride, v);
+  return v;
+}
+
+std::pair<double, double> pycocotools_eval(const std::string& anno_json, const std::string& pred_json,
+                                           const std::vector<nlohmann::json>& img_ids) {
+  Y9_CHECK_T(engine::IoError, fs::is_regular_file(anno_json), "annotations not found: ", anno_json);
+  const fs::path ids_path = fs::path(pred_json).parent_path() / "coco_img_ids.json";
+  std::ofstream(ids_path) << nlohmann::json(img_ids).dump();
+  const std::string script =
+      "import sys, json\n"
+      "from pycocotools.coco import COCO\n"
+      "from pycocotools.cocoeval import COCOeval\n"
+      "anno = COCO(sys.argv[1]); pred = anno.loadRes(sys.argv[2])\n"
+      "e = COCOeval(anno, pred, 'bbox')\n"
+      "ids = json.load(open(sys.argv[3]))\n"
+      "if ids: e.params.imgIds = ids\n"
+      "e.evaluate(); e.accumulate(); e.summarize()\n"
+      "print('Y9_COCO_RESULT %.8f %.8f' % (e.stats[0], e.stats[1]))\n";
+  const fs::path py = fs::path(pred_json).parent_path() / "coco_eval.py";
+  std::ofstream(py) << script;
+  const std::string cmd = "python3 '" + py.string() + "' '" + anno_json + "' '" + pred_json + "' '" + ids_path.string() + "' 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  Y9_CHECK(p != nullptr, "cannot start python3");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int rc = ::pclose(p);
+  fs::remove(py);
+  fs::remove(ids_path);
+  const size_t k = out.find("Y9_COCO_RESULT ");
+  Y9_CHECK(rc == 0 && k != std::string::npos, "python3 pycocotools failed (exit ", rc, "): ", out);
+  std::fputs(out.substr(0, k).c_str(), stdout);
+  double ap = 0, ap50 = 0;
+  std::sscanf(out.c_str() + k, "Y9_COCO_RESULT %lf %lf", &ap, &ap50);
+  return {ap, ap50};
+}
+
+Predictor model_predictor(graph::Model& model) {
+  model.eval();
+  graph::Model* m = &model;
+  return [m](const Tensor& x, const io::Batch&) {
+    engine::autograd::NoGradGuard ng;
+    graph::ModelOutput out = m->forward(x);
+    Y9_CHECK(!out.decoded.empty(), "model_predictor: the model returned no decoded output (not in eval mode?)");
+    if (out.decoded.size() <= 2) return ops::nms_input(out.decoded, out.decoded.size() > 1);
+    return out.decoded.back();
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The validation loop
+
+ValResult run_validation(graph::Model& model, std::shared_ptr<const io::AugmentedDataset> ds, const ValOptions& opts) {
+  return run_validation(model_predictor(model), std::move(ds), opts);
+}
+
+ValResult run_validation(const Predictor& predictor, std::shared_ptr<const io::AugmentedDataset> ds,
+                         const ValOptions& opts) {
+  Y9_CHECK(ds != nullptr, "run_validation: no dataset");
+  const io::AugmentOptions& dso = ds->options();
+  const int img_size = dso.img_size;
+  const bool files = !opts.save_dir.empty();
+  const bool plots = files && opts.plots;
+  const bool save_txt = files && (opts.save_txt || opts.save_hybrid);
+  const bool save_json = files && opts.save_json;
+  int64_t nc = opts.single_cls ? 1 : static_cast<int64_t>(opts.names.size());
+  if (!opts.single_cls)
+    for (const auto& r : ds->records())
+      for (const auto& l : r.labels) nc = std::max<int64_t>(nc, static_cast<int64_t>(l[0]) + 1);
+  nc = std::max<int64_t>(nc, 1);
+  if (files) fs::create_directories(fs::path(opts.save_dir));
+  if (save_txt) fs::create_directories(fs::path(opts.save_dir) / "labels");
+
+  io::LoaderOptions lo;
+  lo.batch_size = opts.batch_size;
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  lo.workers = std::max(0, std::min({hw, opts.batch_size > 1 ? opts.batch_size : 0, opts.workers}));
+  lo.shuffle = false;
+  lo.epochs = 1;  // only epoch 0 is read: no prefetch into an epoch 1
+  io::DataLoader loader(ds, lo);
+  loader.start_epoch(0);
+
+  ops::NmsOptions no;
+  no.conf_thres = opts.conf_thres;
+  no.iou_thres = opts.iou_thres;
+  no.max_det = opts.max_det;
+  no.multi_label = true;
+  no.agnostic = opts.single_cls;
+
+  ops::DetectionMetrics metrics(nc);
+  ops::ConfusionMatrix confusion(nc);
+  nlohmann::json jdict = nlohmann::json::array();
+  ValResult res;
+  double dt_pre = 0, dt_inf = 0, dt_nms = 0;
+  const Tensor k255 = Tensor::full({1}, 255.0, DType::F32, opts.device);
+
+  io::Batch batch;
+  for (int64_t bi = 0; loader.next(batch); ++bi) {
+    double t0 = now_s();
+    Tensor im = ops::div(batch.images.to(opts.device).to(DType::F32), k255);
+    const int64_t nb = im.size(0), H = im.size(2), W = im.size(3);
+    double t1 = now_s();
+    dt_pre += t1 - t0;
+    Tensor preds = predictor(im, batch);
+    double t2 = now_s();
+    dt_inf += t2 - t1;
+
+    // targets to letterboxed pixels, split per image
+    const Tensor tg = host_f32(batch.targets);
+    const float* tp = tg.data<float>();
+    std::vector<std::vector<float>> per_img(static_cast<size_t>(nb));  // rows cls, cx, cy, w, h (pixels)
+    for (int64_t i = 0; i < tg.size(0); ++i) {
+      const float* r = tp + 6 * i;
+      const auto b = static_cast<size_t>(r[0]);
+      if (b < per_img.size())
+        per_img[b].insert(per_img[b].end(), {r[1], r[2] * W, r[3] * H, r[4] * W, r[5] * H});
+    }
+    std::vector<Tensor> hybrid;
+    if (opts.save_hybrid)
+      for (auto& v : per_img)
+        hybrid.push_back(Tensor::from_vector(v, {static_cast<int64_t>(v.size() / 5), 5}).to(preds.device()));
+    std::vector<Tensor> out = ops::non_max_suppression(preds, no, hybrid);
+    dt_nms += now_s() - t2;
+
+    std::vector<float> plot_pred;  // output_to_target rows: batch id, cls, cx, cy, w, h, conf
+    for (int64_t si = 0; si < nb; ++si) {
+      Tensor pred = host_f32(out[static_cast<size_t>(si)]).clone();
+      const auto& lv = per_img[static_cast<size_t>(si)];
+      const int64_t nl = static_cast<int64_t>(lv.size() / 5), npr = pred.size(0);
+      const io::ImageRecord& rec = ds->records()[static_cast<size_t>(batch.indices[static_cast<size_t>(si)])];
+      const RatioPad rp = ratio_pad(rec, img_size, static_cast<int>(H), static_cast<int>(W));
+      {
+        const float* pp = pred.data<float>();
+        for (int64_t j = 0; j < npr; ++j) {
+          const float* r = pp + 6 * j;
+          plot_pred.insert(plot_pred.end(), {static_cast<float>(si), r[5], (r[0] + r[2]) / 2, (r[1] + r[3]) / 2,
+                                             r[2] - r[0], r[3] - r[1], r[4]});
+        }
+      }
+      // labels -> xyxy original pixels
+      std::vector<float> ln(static_cast<size_t>(nl * 5));
+      for (int64_t i = 0; i < nl; ++i) {
+        const float* r = lv.data() + 5 * i;
+        ln[5 * i] = r[0];
+        ln[5 * i + 1] = r[1] - r[3] / 2;
+        ln[5 * i + 2] = r[2] - r[4] / 2;
+        ln[5 * i + 3] = r[1] + r[3] / 2;
+        ln[5 * i + 4] = r[2] + r[4] / 2;
+      }
+      Tensor labelsn = Tensor::from_vector(ln, {nl, 5});
+      if (nl) {
+        Tensor boxes = labelsn.slice(1, 1, 5).contiguous();
+        scale_boxes_inplace(boxes, rp.gain, rp.pad_w, rp.pad_h, rp.h0, rp.w0);
+        labelsn.slice(1, 1, 5).copy_(boxes);
+      }
+      if (npr == 0) {
+        if (nl) {
+          metrics.add_image(pred.reshape({0, 6}), labelsn, opts.single_cls);
+          if (plots) confusion.process_background(labelsn.select(1, 0).contiguous());
+        } else {
+          metrics.add_image(pred.reshape({0, 6}), labelsn, opts.single_cls);
+        }
+        continue;
+      }
+      if (opts.single_cls) {
+        float* pp = pred.data<float>();
+        for (int64_t j = 0; j < npr; ++j) pp[6 * j + 5] = 0.f;
+      }
+      Tensor predn = pred.clone();
+      scale_boxes_inplace(predn, rp.gain, rp.pad_w, rp.pad_h, rp.h0, rp.w0);
+      metrics.add_image(predn, labelsn, opts.single_cls);
+      if (nl && plots) confusion.process_batch(predn, labelsn);
+      if (save_txt) {
+        const fs::path f = fs::path(opts.save_dir) / "labels" / (fs::path(rec.image_path).stem().string() + ".txt");
+        const bool existed = fs::exists(f);
+        std::ofstream o(f, std::ios::app);
+        Y9_CHECK_T(engine::IoError, o.good(), "cannot write ", f.string());
+        o << yolo_txt_lines(predn, rp.h0, rp.w0, opts.save_conf);
+        if (!existed) ++res.label_files;
+      }
+      if (save_json) append_coco_json(predn, rec.image_path, opts.is_coco, jdict);
+    }
+    if (plots && bi < 3) {
+      const std::string base = (fs::path(opts.save_dir) / ("val_batch" + std::to_string(bi))).string();
+      Tensor tgt = tg.clone();
+      io::plot_images(batch.images, tgt, opts.names, base + "_labels.jpg", Tensor(), batch.paths);
+      Tensor pt = Tensor::from_vector(plot_pred, {static_cast<int64_t>(plot_pred.size() / 7), 7});
+      io::plot_images(batch.images, pt, opts.names, base + "_pred.jpg", Tensor(), batch.paths);
+    }
+  }
+
+  res.metrics = metrics.compute();
+  res.seen = res.metrics.seen;
+  for (int64_t v : res.metrics.nt_per_class) res.instances += v;
+  res.confusion = confusion.matrix();
+  const double seen = std::max<double>(1.0, static_cast<double>(res.seen));
+  res.pre_ms = dt_pre / seen * 1e3;
+  res.inf_ms = dt_inf / seen * 1e3;
+  res.nms_ms = dt_nms / seen * 1e3;
+
+  const bool per_class = (opts.verbose || (nc < 50 && !opts.training)) && nc > 1 && res.seen > 0;
+  res.table = format_val_table(res.metrics, res.seen, opts.names, per_class);
+  if (opts.print) {
+    std::fputs(res.table.c_str(), stdout);
+    if (res.instances == 0)
+      std::printf("WARNING ⚠️ no labels found in %s set, can not compute metrics without labels\n", opts.task.c_str());
+    if (!opts.training)
+      std::printf("Speed: %.1fms pre-process, %.1fms inference, %.1fms NMS per image at shape (%d, 3, %d, %d)\n",
+                  res.pre_ms, res.inf_ms, res.nms_ms, opts.batch_size, img_size, img_size);
+    std::fflush(stdout);
+  }
+
+  if (plots) {
+    const fs::path d(opts.save_dir);
+    io::plot_confusion_matrix(res.confusion, opts.names, true, (d / "confusion_matrix.png").string());
+    const auto& pc = res.metrics.per_class;
+    if (pc.ap_class.defined() && pc.ap_class.numel() > 0) {
+      std::vector<std::string> present;
+      for (int64_t c : pc.ap_class.to_vector<int64_t>()) present.push_back(class_name(opts.names, c));
+      std::vector<double> grid(1000);
+      for (int i = 0; i < 1000; ++i) grid[static_cast<size_t>(i)] = i / 999.0;
+      const Tensor px = Tensor::from_vector(grid, {1000});
+      io::plot_pr_curve(px, pc.pr_curve, pc.ap, present, (d / "PR_curve.png").string());
+      io::plot_mc_curve(px, pc.f1_curve, present, "Confidence", "F1", (d / "F1_curve.png").string());
+      io::plot_mc_curve(px, pc.p_curve, present, "Confidence", "Precision", (d / "P_curve.png").string());
+      io::plot_mc_curve(px, pc.r_curve, present, "Confidence", "Recall", (d / "R_curve.png").string());
+    }
+  }
+  if (save_json && !jdict.empty()) {  // official: only when there are detections
+    res.json_path = (fs::path(opts.save_dir) / (opts.json_stem + "_predictions.json")).string();
+    if (opts.print) std::printf("\nEvaluating pycocotools mAP... saving %s...\n", res.json_path.c_str());
+    {
+      std::ofstream o(res.json_path);
+      Y9_CHECK_T(engine::IoError, o.good(), "cannot write ", res.json_path);
+      o << jdict.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      Y9_CHECK_T(engine::IoError, o.good(), "cannot write ", res.json_path);
+    }
+    if (!opts.anno_json.empty()) {
+      std::vector<nlohmann::json> ids;
+      if (opts.is_coco)
+        for (const auto& r : ds->records()) ids.push_back(coco_image_id(r.image_path));
+      try {
+        const auto [ap, ap50] = pycocotools_eval(opts.anno_json, res.json_path, ids);
+        res.metrics.map = ap;
+        res.metrics.map50 = ap50;
+        res.metrics.fitness = 0.1 * ap50 + 0.9 * ap;
+        res.coco_evaluated = true;
+      } catch (const engine::Error& e) {
+        if (opts.print) std::printf("pycocotools unable to run: %s\n", e.message().c_str());
+      }
+    }
+  }
+  return res;
+}
+
+}  // namespace training

@@ -1,0 +1,751 @@
+// The Trainer (apps/training/trainer.h): official train_dual.py / train.py, WongKinYiu/yolov9
+// 5b1ea9a (shared/spec/train.md). Set-up order, optimizer groups, warm-up, accumulation,
+// clipping, EMA, validation on the EMA, fitness, early stopping, run directory and checkpoints
+// follow the spec section by section; deviations are marked "Deviation:".
+#include "apps/training/trainer.h"
+
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "apps/training/clip.h"
+#include "apps/training/config_paths.h"
+#include "apps/training/evaluator.h"
+#include "apps/training/param_groups.h"
+#include "apps/training/strfmt.h"
+#include "engine/allocator.h"
+#include "engine/autograd.h"
+#include "engine/error.h"
+#include "io/data_yaml.h"
+#include "io/paths.h"
+#include "io/plots.h"
+#include "ops/ops.h"
+
+namespace fs = std::filesystem;
+using engine::Tensor;
+
+namespace training {
+
+// --- options <-> JSON -----------------------------------------------------------------------------
+
+#define Y9_TRAIN_FIELDS(X)                                                                              \
+  X(weights) X(cfg) X(data) X(hyp) X(epochs) X(batch_size) X(imgsz) X(rect) X(resume) X(nosave) X(noval) \
+  X(noautoanchor) X(noplots) X(evolve) X(bucket) X(cache) X(image_weights) X(device) X(multi_scale)       \
+  X(single_cls) X(optimizer) X(sync_bn) X(workers) X(project) X(name) X(exist_ok) X(quad) X(cos_lr)      \
+  X(flat_cos_lr) X(fixed_lr) X(label_smoothing) X(patience) X(freeze) X(save_period) X(seed)              \
+  X(local_rank) X(min_items) X(close_mosaic) X(entity) X(upload_dataset) X(bbox_interval)                 \
+  X(artifact_alias) X(deterministic) X(fp32_init) X(nbs) X(save_dir)
+
+nlohmann::ordered_json options_to_json(const TrainOptions& o) {
+  nlohmann::ordered_json j;
+#define Y9_W(f) j[#f] = o.f;
+  Y9_TRAIN_FIELDS(Y9_W)
+#undef Y9_W
+  return j;
+}
+
+TrainOptions options_from_json(const nlohmann::json& j) {
+  TrainOptions o;
+#define Y9_R(f) \
+  if (j.contains(#f)) j.at(#f).get_to(o.f);
+  Y9_TRAIN_FIELDS(Y9_R)
+#undef Y9_R
+  return o;
+}
+
+bool EarlyStopping::operator()(int64_t epoch, double fitness) {
+  if (fitness >= best_fitness) {
+    best_epoch = epoch;
+    best_fitness = fitness;
+  }
+  const int64_t delta = epoch - best_epoch;
+  const int64_t pat = patience > 0 ? patience : INT64_MAX / 4;
+  possible_stop = delta >= pat - 1;
+  const bool stop = delta >= pat;
+  if (stop)
+    std::printf("Stopping training early as no improvement observed in last %lld epochs. Best results observed at "
+                "epoch %lld, best model saved as best.safetensors.\n",
+                (long long)pat, (long long)best_epoch);
+  return stop;
+}
+
+namespace {
+
+// --- small helpers -----------------------------------------------------------------------------------
+
+volatile std::sig_atomic_t g_signal = 0;
+extern "C" void on_stop_signal(int sig) {
+  if (g_signal != 0) std::signal(sig, SIG_DFL);  // a second Ctrl-C kills at once
+  g_signal = sig;
+}
+
+void emit_json(YAML::Emitter& e, const nlohmann::ordered_json& j) {
+  if (j.is_object()) {
+    e << YAML::BeginMap;
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      e << YAML::Key << it.key() << YAML::Value;
+      emit_json(e, it.value());
+    }
+    e << YAML::EndMap;
+  } else if (j.is_array()) {
+    e << YAML::Flow << YAML::BeginSeq;
+    for (const auto& v : j) emit_json(e, v);
+    e << YAML::EndSeq;
+  } else if (j.is_string()) {
+    e << j.get<std::string>();
+  } else if (j.is_boolean()) {
+    e << j.get<bool>();
+  } else if (j.is_number_integer()) {
+    e << j.get<int64_t>();
+  } else if (j.is_number()) {
+    e << j.get<double>();
+  } else {
+    e << YAML::Null;
+  }
+}
+
+void write_text(const fs::path& p, const std::string& s) {
+  std::ofstream f(p);
+  f << s;
+  f.flush();
+  Y9_CHECK_T(engine::IoError, f.good(), "cannot write ", p.string(), ": ", std::strerror(errno));
+}
+
+void write_yaml(const fs::path& p, const nlohmann::ordered_json& j) {
+  YAML::Emitter e;
+  e.SetDoublePrecision(17);
+  emit_json(e, j);
+  write_text(p, std::string(e.c_str()) + "\n");
+}
+
+/// Newest last.safetensors under `root` (official get_latest_run: the most recent last*.pt).
+std::string latest_run(const std::string& root) {
+  std::string best;
+  fs::file_time_type best_t{};
+  std::error_code ec;
+  if (fs::is_directory(root, ec))
+    for (auto it = fs::recursive_directory_iterator(root, ec); it != fs::recursive_directory_iterator(); ++it)
+      if (it->path().filename() == "last.safetensors") {
+        auto t = fs::last_write_time(it->path(), ec);
+        if (best.empty() || t > best_t) best = it->path().string(), best_t = t;
+      }
+  Y9_CHECK_T(engine::IoError, !best.empty(), "--resume: no weights/last.safetensors found under '", root,
+             "'; pass the checkpoint path: --resume runs/train/exp/weights/last.safetensors");
+  return best;
+}
+
+std::string iso_now() {
+  std::time_t t = std::time(nullptr);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", std::localtime(&t));
+  return buf;
+}
+
+std::string hms(double s) {
+  const int64_t t = static_cast<int64_t>(s);
+  if (t >= 3600) return fmt("%lld:%02lld:%02lld", (long long)(t / 3600), (long long)(t / 60 % 60), (long long)(t % 60));
+  return fmt("%02lld:%02lld", (long long)(t / 60), (long long)(t % 60));
+}
+
+/// uint8 [B,3,H,W] -> float32 / 255 (official imgs.float() / 255: an FP32 division per element),
+/// on the images' device.
+Tensor to_unit_float(const Tensor& u8) {
+  engine::autograd::NoGradGuard ng;
+  return ops::div(u8.to(engine::DType::F32), Tensor::full({}, 255.0, engine::DType::F32, u8.device()));
+}
+
+std::map<std::string, Tensor> to_map(const std::vector<std::pair<std::string, Tensor>>& v) {
+  return std::map<std::string, Tensor>(v.begin(), v.end());
+}
+
+void notice(const char* flag, const char* why) { std::printf("notice: %s %s\n", flag, why); }
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
+
+// --- set-up ----------------------------------------------------------------------------------------
+
+Trainer::Trainer(TrainOptions o, bool resume) : o_(std::move(o)), resume_(resume) {
+  setup_resume();
+  setup_notices();
+  setup_run_dir();
+  setup_hyp();
+  setup_data();
+  setup_model();
+  setup_optimizer();
+  setup_resume_state();
+  setup_loaders();
+  setup_last();
+}
+
+Trainer::~Trainer() = default;
+
+// Official: resume reloads the options of the run (opt.yaml / ckpt['opt']).
+void Trainer::setup_resume() {
+  if (!resume_) return;
+  resume_path_ = o_.resume.empty() ? latest_run(fs::path(o_.project).parent_path().empty()
+                                                    ? std::string("runs")
+                                                    : fs::path(o_.project).parent_path().string())
+                                   : o_.resume;
+  if (fs::is_directory(resume_path_)) resume_path_ = (fs::path(resume_path_) / "weights" / "last.safetensors").string();
+  rck_ = io::load_checkpoint(resume_path_);
+  Y9_CHECK_T(engine::ConfigError, rck_.meta.count("opt") && !rck_.optim.empty(), resume_path_,
+             ": not a resumable training checkpoint (no options or optimizer state)");
+  Y9_CHECK_T(engine::ConfigError, rck_.meta["finished"] != "1", resume_path_,
+             ": training of this run is complete (", std::stoll(rck_.meta["epoch"]) + 1,
+             " epochs); nothing to resume. Start a new run with --weights ", resume_path_, " to fine-tune.");
+  TrainOptions saved = options_from_json(nlohmann::json::parse(rck_.meta.at("opt")));
+  saved.stop_after_batches = o_.stop_after_batches;
+  saved.resume = resume_path_;
+  o_ = saved;
+  save_dir_ = fs::path(resume_path_).parent_path().parent_path();
+  std::printf("Resuming training from %s\n", resume_path_.c_str());
+}
+
+// Flags that do nothing here, and option checks.
+void Trainer::setup_notices() const {
+  const TrainOptions& o = o_;
+  if (o.noautoanchor) notice("--noautoanchor", "has no effect (anchor-free heads; same as the official code)");
+  if (o.evolve) notice("--evolve", "hyper-parameter evolution is not implemented; training once with the given hyp");
+  if (!o.bucket.empty()) notice("--bucket", "ignored (cloud storage is not supported)");
+  if (!o.cache.empty()) notice("--cache", "ignored (images are decoded on the fly by the loader threads)");
+  if (o.image_weights) notice("--image-weights", "is not supported; uniform sampling is used");
+  if (o.multi_scale) notice("--multi-scale", "is not supported yet; training at a fixed --img");
+  if (o.sync_bn) notice("--sync-bn", "ignored (single-process training)");
+  if (o.quad) notice("--quad", "is not supported; ordinary collate is used");
+  if (o.local_rank != -1) notice("--local_rank", "ignored (single-process training)");
+  if (!o.entity.empty() || !o.upload_dataset.empty() || o.bbox_interval != -1 || o.artifact_alias != "latest")
+    notice("--entity/--upload_dataset/--bbox_interval/--artifact_alias", "ignored (no W&B logger)");
+  if (o.label_smoothing != 0.0) notice("--label-smoothing", "has no effect with the TAL loss (as officially)");
+  if (!o.device.empty() && o.device != "cpu")
+    notice("--device", "CUDA training is not wired into `yolov9 train` yet; training on the CPU");
+  Y9_CHECK_T(engine::ConfigError, o.epochs > 0, "--epochs must be > 0 (got ", o.epochs, ")");
+  Y9_CHECK_T(engine::ConfigError, o.batch_size > 0, "--batch-size must be > 0 (AutoBatch -1 needs CUDA; got ",
+             o.batch_size, ")");
+  Y9_CHECK_T(engine::ConfigError, int(o.cos_lr) + int(o.flat_cos_lr) + int(o.fixed_lr) <= 1,
+             "choose at most one of --cos-lr, --flat-cos-lr, --fixed-lr");
+}
+
+// Paths, the run folder (official increment_path) and a write probe.
+void Trainer::setup_run_dir() {
+  opt_kind_ = parse_optimizer_kind(o_.optimizer);
+  o_.cfg = resolve_config(o_.cfg, "models", "model config (--cfg)");
+  if (!resume_) o_.hyp = resolve_config(o_.hyp, "hyps", "hyp file (--hyp)");
+  o_.data = fs::is_regular_file(o_.data) ? fs::absolute(o_.data).lexically_normal().string()
+                                         : resolve_config(o_.data, "data", "dataset YAML (--data)");
+  if (!resume_) {
+    const std::string name = o_.name == "cfg" ? fs::path(o_.cfg).stem().string() : o_.name;
+    save_dir_ = io::increment_path((fs::path(o_.project) / name).string(), o_.exist_ok);
+  }
+  o_.save_dir = save_dir_.string();
+  wdir_ = save_dir_ / "weights";
+  csv_ = save_dir_ / "results.csv";
+  std::error_code ec;
+  fs::create_directories(wdir_, ec);
+  Y9_CHECK_T(engine::IoError, !ec, "cannot create the run directory ", wdir_.string(), ": ", ec.message());
+  const fs::path probe = wdir_ / ".write_test";
+  std::ofstream f(probe);
+  Y9_CHECK_T(engine::IoError, f.good(), "run directory ", save_dir_.string(), " is not writable: ", std::strerror(errno));
+  f.close();
+  fs::remove(probe, ec);
+}
+
+void Trainer::setup_hyp() {
+  hyp_ = resume_ ? io::Hyp::from_json(nlohmann::ordered_json::parse(rck_.meta.at("hyp"))) : io::Hyp::load(o_.hyp);
+  hyp_.set("anchor_t", 5.0);
+  if (hyp_.fl_gamma != 0.0 || hyp_.cls_pw != 1.0)
+    notice("hyp fl_gamma/cls_pw", "are not supported by the fused loss; using fl_gamma 0, cls_pw 1");
+  std::printf("hyperparameters: %s\n", hyp_.summary().c_str());
+  if (!resume_) {
+    write_yaml(save_dir_ / "hyp.yaml", hyp_.to_json());
+    nlohmann::ordered_json oj = options_to_json(o_);
+    oj["hyp"] = hyp_.to_json();
+    write_yaml(save_dir_ / "opt.yaml", oj);
+  }
+  std::printf("train: options: %s\n", options_to_json(o_).dump().c_str());
+}
+
+// data.yaml, and the label scans of both splits (official create_dataloader's cache step).
+void Trainer::setup_data() {
+  dcfg_ = io::load_data_yaml(o_.data);
+  nc_ = o_.single_cls ? 1 : dcfg_.nc;
+  names_ = o_.single_cls ? std::vector<std::string>{"item"} : dcfg_.names;
+  io::ScanOptions so;
+  so.nc = dcfg_.nc;
+  so.min_items = static_cast<int>(o_.min_items);
+  so.single_cls = o_.single_cls;
+  so.prefix = "train: ";
+  train_scan_ = io::scan_dataset(dcfg_.train, so);
+  std::fputs(train_scan_.findings_text(so.prefix).c_str(), stdout);
+  std::printf("%s%s\n", so.prefix.c_str(), train_scan_.summary_line().c_str());
+  std::string why;
+  Y9_CHECK_T(engine::ConfigError, train_scan_.trainable(&why), "train: ", why);
+  have_val_ = !dcfg_.val.empty();
+  if (have_val_) {
+    so.prefix = "val: ";
+    so.min_items = 0;
+    val_scan_ = io::scan_dataset(dcfg_.val, so);
+    std::fputs(val_scan_.findings_text(so.prefix).c_str(), stdout);
+    std::printf("%s%s\n", so.prefix.c_str(), val_scan_.summary_line().c_str());
+  } else {
+    notice("data.yaml", "has no val split; validation is skipped (metrics are 0)");
+  }
+}
+
+// The model, the loss settings, transferred weights (--weights) and --freeze.
+void Trainer::setup_model() {
+  graph::BuildOptions bo;
+  bo.seed = static_cast<uint64_t>(o_.seed);
+  model_ = graph::Model::from_yaml(o_.cfg, nc_, bo);
+  // Image size: a multiple of the grid stride, at least 2 grids (official check_img_size(imgsz, gs, gs * 2)).
+  gs_ = model_->grid_stride();
+  imgsz_ = check_img_size(static_cast<int>(o_.imgsz), static_cast<int>(gs_), static_cast<int>(2 * gs_));
+  std::printf("%s\n", model_->summary(fs::path(o_.cfg).stem().string(), imgsz_).c_str());
+  const int branches = model_->head()->branches;
+  Y9_CHECK_T(engine::ConfigError, branches == 1 || branches == 2, o_.cfg, ": heads with ", branches,
+             " branches are not supported by the training loss (DDetect and DualDDetect are)");
+  loss_cfg_ = branches == 2 ? ops::YoloLossConfig::dual(nc_) : ops::YoloLossConfig::single(nc_);
+  loss_cfg_.strides = model_->strides();
+  loss_cfg_.reg_max = model_->head()->reg_max;
+
+  if (!resume_ && !o_.weights.empty()) {
+    engine::autograd::NoGradGuard ng;
+    io::Checkpoint wck = io::load_checkpoint(o_.weights);
+    const auto& src = io::inference_weights(wck, o_.weights);
+    const std::string head_prefix = "model." + std::to_string(model_->num_layers() - 1) + ".";
+    int64_t n = 0, total = 0;
+    for (auto& [k, t] : model_->state_dict()) {
+      ++total;
+      auto it = src.find(k);
+      if (it == src.end()) continue;
+      if (it->second.shape() != t.shape()) {
+        // Only the detection head may differ (another class count): official transfer learning.
+        Y9_CHECK_T(engine::ConfigError, k.rfind(head_prefix, 0) == 0, o_.weights, ": tensor '", k, "' has shape ",
+                   engine::shape_str(it->second.shape()), " in the weights but ", engine::shape_str(t.shape()),
+                   " in ", fs::path(o_.cfg).filename().string(), " (weights from another model config?)");
+        continue;
+      }
+      Tensor d = t;
+      d.copy_(it->second);
+      ++n;
+    }
+    Y9_CHECK_T(engine::ConfigError, n > 0, o_.weights, ": no tensor matches ", o_.cfg, " (weights from another model?)");
+    std::printf("Transferred %lld/%lld items from %s\n", (long long)n, (long long)total, o_.weights.c_str());
+  }
+  for (const auto& f : apply_freeze(model_->named_parameters(), freeze_prefixes(o_.freeze)))
+    std::printf("freezing %s\n", f.c_str());
+}
+
+// The flat parameter store, the three official parameter groups, the schedule and the EMA.
+void Trainer::setup_optimizer() {
+  const int64_t nbs = o_.nbs;
+  Y9_CHECK_T(engine::ConfigError, nbs > 0, "--nbs must be > 0 (got ", nbs, ")");
+  accumulate_ = official_accumulate(o_.batch_size, nbs);
+  const double decay = official_weight_decay(hyp_.weight_decay, o_.batch_size, accumulate_, nbs);
+  const OfficialParamSplit split = official_param_split(*model_);
+  // Parameters and gradients live in flat buffers for the whole run (registration order); the
+  // BatchNorm statistics in a flat buffer of their own, so the EMA blends two buffers per step.
+  store_ = std::make_unique<ParamStore>(model_->named_parameters());
+  NamedTensors float_buffers;
+  for (const auto& nb : model_->named_buffers())
+    if (engine::is_floating(nb.second.dtype())) float_buffers.push_back(nb);
+  flat_buffers_ = engine::pack_flat(float_buffers);
+  opt_ = make_official_optimizer(opt_kind_, *store_, split, hyp_.lr0, hyp_.momentum, decay);
+  std::printf("optimizer: %s(lr=%g) with parameter groups %zu weight(decay=0.0), %zu weight(decay=%g), %zu bias\n",
+              optimizer_kind_name(opt_kind_), hyp_.lr0, split.norm.size(), split.decay.size(), decay,
+              split.bias.size());
+  const LrScheduleKind sk = o_.cos_lr        ? LrScheduleKind::Cosine
+                            : o_.flat_cos_lr ? LrScheduleKind::FlatCosine
+                            : o_.fixed_lr    ? LrScheduleKind::Fixed
+                                             : LrScheduleKind::Linear;
+  sched_ = std::make_unique<LambdaLR>(*opt_, make_lr_lambda(sk, hyp_.lrf, o_.epochs));
+  ema_ = std::make_unique<ModelEMA>(std::vector<engine::FlatBuffer>{store_->params(), flat_buffers_},
+                                    model_->state_dict());
+  stopper_.patience = o_.patience;
+}
+
+// Resume: model, EMA, optimizer, counters and (mid-epoch) the accumulated gradients.
+void Trainer::setup_resume_state() {
+  if (resume_) {
+    engine::autograd::NoGradGuard ng;
+    io::load_state_into(model_->state_dict(), rck_.model, resume_path_ + " (model)");
+    io::load_state_into(ema_->state(), rck_.ema, resume_path_ + " (ema)");
+    ema_->set_updates(std::stoll(rck_.meta.at("updates")));
+    opt_->load_state_dict(rck_.optim);
+    start_epoch_ = std::stoll(rck_.meta.at("epoch")) + 1;
+    skip_batches_ = std::stoll(rck_.meta.at("next_batch"));
+    best_fitness_ = std::stod(rck_.meta.at("best_fitness"));
+    last_opt_step_ = std::stoll(rck_.meta.at("last_opt_step"));
+    accumulate_ = std::stoll(rck_.meta.at("accumulate"));
+    stopper_.best_fitness = std::stod(rck_.meta.at("es_best_fitness"));
+    stopper_.best_epoch = std::stoll(rck_.meta.at("es_best_epoch"));
+    stopper_.possible_stop = rck_.meta.at("es_possible_stop") == "1";
+    const auto ml = nlohmann::json::parse(rck_.meta.at("mloss"));
+    for (int k = 0; k < 3; ++k) mloss_resume_[static_cast<size_t>(k)] = ml.at(static_cast<size_t>(k)).get<double>();
+    for (size_t i = 0; i < store_->size(); ++i)
+      if (store_->trainable(i)) {
+        auto it = rck_.grad.find(store_->name(i));
+        if (it != rck_.grad.end()) store_->grad_segment(i).copy_(it->second);
+      }
+    std::printf("Resuming at epoch %lld%s, best fitness %.5g, %lld EMA updates\n", (long long)start_epoch_,
+                skip_batches_ ? fmt(" batch %lld", (long long)skip_batches_).c_str() : "", best_fitness_,
+                (long long)ema_->updates());
+  }
+  sched_->set_last_epoch(start_epoch_ - 1);
+}
+
+// The training loader (mosaic augmentation, persistent workers) and the validation dataset.
+void Trainer::setup_loaders() {
+  workers_ = static_cast<int>(std::clamp<int64_t>(
+      o_.workers, 0, std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()))));
+  io::AugmentOptions ta;
+  ta.img_size = static_cast<int>(imgsz_);
+  ta.augment = true;
+  ta.rect = o_.rect;
+  ta.batch_size = static_cast<int>(o_.batch_size);
+  ta.stride = static_cast<int>(gs_);
+  ta.epochs = static_cast<int>(o_.epochs);
+  ta.close_mosaic = static_cast<int>(o_.close_mosaic);
+  ta.seed = static_cast<uint64_t>(o_.seed);
+  ta.hyp = hyp_;
+  train_ds_ = std::make_shared<const io::AugmentedDataset>(train_scan_.records, ta);
+  io::LoaderOptions tl;
+  tl.batch_size = static_cast<int>(o_.batch_size);
+  tl.workers = workers_;
+  tl.shuffle = !o_.rect;
+  tl.seed = static_cast<uint64_t>(o_.seed);
+  tl.epochs = static_cast<int>(o_.epochs);  // workers prefetch across epochs, never past the last
+  train_loader_ = std::make_unique<io::DataLoader>(train_ds_, tl);
+  if (have_val_) {
+    io::AugmentOptions va = ta;
+    va.augment = false;
+    va.rect = true;
+    va.batch_size = static_cast<int>(o_.batch_size * 2);
+    va.rect_pad = 0.5;
+    val_ds_ = std::make_shared<const io::AugmentedDataset>(val_scan_.records, va);
+    vo_.batch_size = va.batch_size;
+    vo_.workers = workers_;
+    vo_.single_cls = o_.single_cls;
+    vo_.training = true;
+    vo_.plots = false;
+    vo_.names = names_;
+  }
+  train_loader_->start_epoch(static_cast<int>(start_epoch_));  // num_batches() needs an epoch's order
+  nb_ = train_loader_->num_batches();
+  nw_ = warmup_iterations(hyp_.warmup_epochs, nb_);
+  warmup_.warmup_epochs = hyp_.warmup_epochs;
+  warmup_.warmup_momentum = hyp_.warmup_momentum;
+  warmup_.warmup_bias_lr = hyp_.warmup_bias_lr;
+  warmup_.momentum = hyp_.momentum;
+  warmup_.nbs = o_.nbs;
+}
+
+// FP16 rounding of the initial weights, label plots, the EMA model for validation, and the
+// "Starting training" banner.
+void Trainer::setup_last() {
+  // Official step 13: round the training model through FP16 once (the EMA keeps FP32 values).
+  if (!resume_ && !o_.fp32_init) round_through_fp16_(model_->state_dict());
+  if (!resume_ && !o_.noplots) {
+    std::vector<float> cls, box;
+    for (const auto& r : train_scan_.records)
+      for (const auto& l : r.labels) {
+        cls.push_back(l[0]);
+        box.insert(box.end(), {l[1], l[2], l[3], l[4]});
+      }
+    const int64_t n = static_cast<int64_t>(cls.size());
+    io::plot_labels(Tensor::from_vector(cls, {n}), Tensor::from_vector(box, {n, 4}), names_,
+                    (save_dir_ / "labels.jpg").string());
+  }
+  // The EMA copy that validation runs (shape-only build, values copied from the EMA each time).
+  graph::BuildOptions eb;
+  eb.init = false;
+  ema_model_ = graph::Model::from_yaml(o_.cfg, nc_, eb);
+  cfg_text_ = [&] {
+    std::ifstream f(o_.cfg);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  }();
+  tty_ = isatty(fileno(stdout)) != 0;
+  std::printf("Image sizes %lld train, %lld val\nUsing %d dataloader workers\nLogging results to %s\n"
+              "Starting training for %lld epochs... (%lld batches/epoch, warm-up %lld iterations, accumulate %lld)%s\n",
+              (long long)imgsz_, (long long)imgsz_, workers_, save_dir_.string().c_str(), (long long)o_.epochs,
+              (long long)nb_, (long long)nw_, (long long)accumulate_,
+              o_.deterministic ? "\ndeterministic: fixed-order CPU reductions, Philox data order (bitwise reproducible "
+                                 "for a fixed thread count)"
+                               : "");
+  std::fflush(stdout);
+}
+
+// --- checkpoints and results.csv -----------------------------------------------------------------------
+
+io::Checkpoint Trainer::make_checkpoint(int64_t epoch_done, int64_t next_batch, const std::array<double, 3>& ml,
+                                        bool finished) const {
+  io::Checkpoint ck;
+  ck.model = to_map(model_->state_dict());
+  ck.ema = to_map(ema_->state());
+  ck.optim = opt_->state_dict();
+  if (next_batch > 0)
+    for (size_t i = 0; i < store_->size(); ++i)
+      if (store_->trainable(i)) ck.grad.emplace(store_->name(i), store_->grad_segment(i));
+  auto& m = ck.meta;
+  m["epoch"] = std::to_string(epoch_done);
+  m["next_batch"] = std::to_string(next_batch);
+  m["best_fitness"] = fmt("%.17g", best_fitness_);
+  m["updates"] = std::to_string(ema_->updates());
+  m["last_opt_step"] = std::to_string(last_opt_step_);
+  m["accumulate"] = std::to_string(accumulate_);
+  m["es_best_fitness"] = fmt("%.17g", stopper_.best_fitness);
+  m["es_best_epoch"] = std::to_string(stopper_.best_epoch);
+  m["es_possible_stop"] = stopper_.possible_stop ? "1" : "0";
+  m["mloss"] = nlohmann::json(std::vector<double>(ml.begin(), ml.end())).dump();
+  m["cfg"] = o_.cfg;
+  m["cfg_yaml"] = cfg_text_;
+  m["nc"] = std::to_string(nc_);
+  m["names"] = nlohmann::json(names_).dump();
+  m["opt"] = options_to_json(o_).dump();
+  m["hyp"] = hyp_.to_json().dump();
+  m["date"] = iso_now();
+  m["finished"] = finished ? "1" : "0";
+  return ck;
+}
+
+void Trainer::save_last(int64_t epoch_done, int64_t next_batch, const std::array<double, 3>& ml) const {
+  io::save_checkpoint((wdir_ / "last.safetensors").string(), make_checkpoint(epoch_done, next_batch, ml, false));
+}
+
+// results.csv as the official utils/loggers write it: %20s header, %20.5g values.
+void Trainer::log_csv(int64_t epoch, const std::vector<double>& vals) const {
+  static const char* keys[] = {"epoch", "train/box_loss", "train/cls_loss", "train/dfl_loss",
+                               "metrics/precision", "metrics/recall", "metrics/mAP_0.5", "metrics/mAP_0.5:0.95",
+                               "val/box_loss", "val/cls_loss", "val/dfl_loss", "x/lr0", "x/lr1", "x/lr2"};
+  std::string s;
+  if (!fs::exists(csv_)) {
+    for (size_t i = 0; i < 14; ++i) s += fmt("%20s,", keys[i]);
+    s.back() = '\n';
+  }
+  s += fmt("%20.5g,", static_cast<double>(epoch));
+  for (double v : vals) s += fmt("%20.5g,", v);
+  s.back() = '\n';
+  std::ofstream f(csv_, std::ios::app);
+  f << s;
+  Y9_CHECK_T(engine::IoError, f.good(), "cannot append to ", csv_.string());
+}
+
+int Trainer::interrupted_exit(const char* when, int64_t epoch, int64_t batch) const {
+  const std::string last = (wdir_ / "last.safetensors").string();
+  const char* what = g_signal == SIGINT    ? "Interrupted (SIGINT)"
+                     : g_signal == SIGTERM ? "Terminated (SIGTERM)"
+                                           : "Stopped (--stop-after-batches)";
+  if (batch >= 0)
+    std::printf("%s%s at epoch %lld batch %lld: saved %s; continue with: yolov9 train --resume %s\n", tty_ ? "\n" : "",
+                what, (long long)epoch, (long long)batch, last.c_str(), last.c_str());
+  else
+    std::printf("%s %s %lld: saved %s; continue with: yolov9 train --resume %s\n", what, when, (long long)epoch,
+                last.c_str(), last.c_str());
+  if (!o_.noplots && fs::exists(csv_)) io::plot_results(csv_.string(), (save_dir_ / "results.png").string());
+  std::fflush(stdout);
+  return g_signal != 0 ? 128 + static_cast<int>(g_signal) : 0;
+}
+
+// --- the run -------------------------------------------------------------------------------------------
+
+int Trainer::run() {
+  const auto t_start = std::chrono::steady_clock::now();
+  g_signal = 0;
+  auto prev_int = std::signal(SIGINT, on_stop_signal);
+  auto prev_term = std::signal(SIGTERM, on_stop_signal);
+  struct Restore {
+    decltype(prev_int) a, b;
+    ~Restore() {
+      std::signal(SIGINT, a);
+      std::signal(SIGTERM, b);
+    }
+  } restore{prev_int, prev_term};
+
+  int64_t epoch = start_epoch_;
+  for (; epoch < o_.epochs; ++epoch) {
+    const EpochEnd end = run_epoch(epoch);
+    if (end == EpochEnd::Interrupted) return g_signal != 0 ? 128 + static_cast<int>(g_signal) : 0;
+    if (end == EpochEnd::EarlyStop) {
+      ++epoch;
+      break;
+    }
+    if (g_signal != 0 ||
+        (o_.stop_after_batches > 0 && nb_ * (epoch + 1) >= o_.stop_after_batches && epoch + 1 < o_.epochs)) {
+      if (o_.nosave) save_last(epoch, 0, epoch_mloss_);
+      return interrupted_exit("after epoch", epoch, -1);
+    }
+  }
+  if (!o_.noplots && fs::exists(csv_)) io::plot_results(csv_.string(), (save_dir_ / "results.png").string());
+  const double hours = seconds_since(t_start) / 3600.0;
+  std::printf("\n%lld epochs completed in %.3f hours.\nResults saved to %s\n  weights: %s, %s\n",
+              (long long)(epoch - start_epoch_), hours, save_dir_.string().c_str(),
+              (wdir_ / "last.safetensors").string().c_str(), (wdir_ / "best.safetensors").string().c_str());
+  return 0;
+}
+
+Trainer::EpochEnd Trainer::run_epoch(int64_t epoch) {
+  const auto t_epoch = std::chrono::steady_clock::now();
+  model_->train();
+  if (o_.close_mosaic > 0 && epoch == o_.epochs - o_.close_mosaic) std::printf("Closing dataloader mosaic\n");
+  train_loader_->start_epoch(static_cast<int>(epoch));
+  const int64_t skip = epoch == start_epoch_ ? skip_batches_ : 0;
+  std::array<double, 3> mloss = skip ? mloss_resume_ : std::array<double, 3>{0, 0, 0};
+  if (skip == 0) opt_->zero_grad();
+  std::printf("\n%11s%11s%11s%11s%11s%11s%11s\n", "Epoch", "CPU_mem", "box_loss", "cls_loss", "dfl_loss",
+              "Instances", "Size");
+  std::fflush(stdout);
+  io::Batch batch;
+  int64_t i = -1, images_seen = 0;
+  double t_train = 0;
+  double times[5] = {0, 0, 0, 0, 0};  // data wait, forward, loss, backward, optimizer+EMA (s)
+  auto tw = std::chrono::steady_clock::now();
+  while (train_loader_->next(batch)) {
+    ++i;
+    if (i < skip) continue;
+    const auto t0 = std::chrono::steady_clock::now();
+    times[0] += std::chrono::duration<double>(t0 - tw).count();
+    const int64_t ni = i + nb_ * epoch;
+    step(batch, epoch, i, ni, mloss, times);
+    const int64_t B = batch.images.size(0);
+    images_seen += B;
+    t_train += seconds_since(t0);
+    // Progress (official tqdm description + images/s).
+    const double mem_g = static_cast<double>(engine::cpu_allocator()->stats().peak_bytes) / 1e9;
+    const double ips = t_train > 0 ? static_cast<double>(images_seen) / t_train : 0.0;
+    const int64_t done = i + 1 - skip, todo = nb_ - i - 1;
+    const double eta = done > 0 ? t_train / static_cast<double>(done) * static_cast<double>(todo) : 0.0;
+    const std::string line =
+        fmt("%11s%11s%11.4g%11.4g%11.4g%11lld%11lld: %3lld%% %lld/%lld [%s<%s, %.1f img/s]",
+            fmt("%lld/%lld", (long long)epoch, (long long)(o_.epochs - 1)).c_str(), fmt("%.3gG", mem_g).c_str(),
+            mloss[0], mloss[1], mloss[2], (long long)batch.targets.size(0), (long long)batch.images.size(3),
+            (long long)((i + 1) * 100 / nb_), (long long)(i + 1), (long long)nb_, hms(t_train).c_str(),
+            hms(eta).c_str(), ips);
+    if (tty_) {
+      std::printf("\r%s\033[K", line.c_str());
+      if (i + 1 == nb_) std::printf("\n");
+    } else if ((i + 1) % std::max<int64_t>(1, nb_ / 10) == 0 || i + 1 == nb_) {
+      std::printf("%s\n", line.c_str());
+    }
+    std::fflush(stdout);
+    if (!o_.noplots && ni < 3)
+      io::plot_images(batch.images, batch.targets, names_,
+                      (save_dir_ / fmt("train_batch%lld.jpg", (long long)ni)).string(), Tensor(), batch.paths);
+    if (g_signal != 0 || (o_.stop_after_batches > 0 && ni + 1 >= o_.stop_after_batches && i + 1 < nb_)) {
+      save_last(epoch - 1, i + 1, mloss);
+      interrupted_exit("", epoch, i);
+      return EpochEnd::Interrupted;
+    }
+    tw = std::chrono::steady_clock::now();
+  }
+  epoch_mloss_ = mloss;
+  const bool stop =
+      end_epoch(epoch, mloss, t_train, images_seen, seconds_since(t_epoch), std::max<int64_t>(1, i + 1 - skip), times);
+  return stop ? EpochEnd::EarlyStop : EpochEnd::Next;
+}
+
+void Trainer::step(const io::Batch& batch, int64_t epoch, int64_t i, int64_t ni, std::array<double, 3>& mloss,
+                   double* times) {
+  auto tl = std::chrono::steady_clock::now();
+  auto lap = [&tl]() {
+    const auto n = std::chrono::steady_clock::now();
+    const double d = std::chrono::duration<double>(n - tl).count();
+    tl = n;
+    return d;
+  };
+  const Tensor x = to_unit_float(batch.images);
+  if (ni <= nw_) accumulate_ = apply_warmup(*opt_, ni, nw_, sched_->lf(epoch), warmup_, o_.batch_size);
+  graph::ModelOutput out = model_->forward(x);
+  times[1] += lap();
+  ops::YoloLossResult L = ops::yolo_loss(out.raw, batch.targets, loss_cfg_);
+  const auto items = L.items.to_vector<double>();
+  const double total = L.total.item<double>();
+  if (!std::isfinite(items[0]) || !std::isfinite(items[1]) || !std::isfinite(items[2]) || !std::isfinite(total)) {
+    std::printf("\n");
+    Y9_THROW(engine::Error, "loss is not finite (box ", items[0], ", cls ", items[1], ", dfl ", items[2], ") at epoch ",
+             epoch, " batch ", i, " (iteration ", ni, "); last finite loss: ",
+             last_finite_ni_ < 0 ? std::string("none")
+                                 : fmt("box %.4g cls %.4g dfl %.4g at iteration %lld", last_finite_[0], last_finite_[1],
+                                       last_finite_[2], (long long)last_finite_ni_),
+             ". Training diverged: lower the learning rate (hyp lr0 = ", hyp_.lr0, " in ", o_.hyp,
+             ") or check the labels.");
+  }
+  last_finite_ = {items[0], items[1], items[2]};
+  last_finite_ni_ = ni;
+  times[2] += lap();
+  L.total.backward();
+  times[3] += lap();
+  if (ni - last_opt_step_ >= accumulate_) {
+    clip_grad_norm_(*store_, 10.0);
+    opt_->step();
+    opt_->zero_grad();
+    ema_->update();
+    last_opt_step_ = ni;
+  }
+  times[4] += lap();
+  for (int k = 0; k < 3; ++k)
+    mloss[static_cast<size_t>(k)] =
+        (mloss[static_cast<size_t>(k)] * static_cast<double>(i) + items[static_cast<size_t>(k)]) /
+        static_cast<double>(i + 1);
+}
+
+TrainValResult Trainer::validate() {
+  engine::autograd::NoGradGuard ng;
+  const auto ms = ema_model_->state_dict();
+  const auto& es = ema_->state();
+  for (size_t k = 0; k < ms.size(); ++k) Tensor(ms[k].second).copy_(es[k].second);
+  return validate_model(*ema_model_, val_ds_, loss_cfg_, vo_);  // prints the official table
+}
+
+bool Trainer::end_epoch(int64_t epoch, const std::array<double, 3>& mloss, double t_train, int64_t images,
+                        double t_epoch, int64_t batches, const double* times) {
+  std::vector<double> lrs;
+  for (const auto& g : opt_->param_groups()) lrs.push_back(g.lr);
+  sched_->step();
+  const bool final_epoch = epoch + 1 == o_.epochs || stopper_.possible_stop;
+  TrainValResult vr;
+  if (val_ds_ && (!o_.noval || final_epoch)) vr = validate();
+  const double fi = vr.fitness();
+  const bool stop = stopper_(epoch, fi);
+  if (fi > best_fitness_) best_fitness_ = fi;
+  log_csv(epoch, {mloss[0], mloss[1], mloss[2], vr.p, vr.r, vr.map50, vr.map, vr.box, vr.cls, vr.dfl, lrs[0], lrs[1],
+                  lrs[2]});
+  const bool finished = final_epoch && (epoch + 1 == o_.epochs || stop);
+  if (!o_.nosave || final_epoch || stop) {
+    const io::Checkpoint ck = make_checkpoint(epoch, 0, mloss, finished || stop);
+    io::save_checkpoint((wdir_ / "last.safetensors").string(), ck);
+    if (best_fitness_ == fi) io::save_checkpoint((wdir_ / "best.safetensors").string(), ck);
+    if (o_.save_period > 0 && epoch % o_.save_period == 0)
+      io::save_checkpoint((wdir_ / fmt("epoch%lld.safetensors", (long long)epoch)).string(), ck);
+  }
+  std::printf("epoch %lld/%lld: train box %.4g cls %.4g dfl %.4g | val box %.4g cls %.4g dfl %.4g | P %.3g R %.3g "
+              "mAP50 %.3g mAP50-95 %.3g | fitness %.4g (best %.4g) | lr %.3g | %.1fs, %.1f img/s\n",
+              (long long)epoch, (long long)(o_.epochs - 1), mloss[0], mloss[1], mloss[2], vr.box, vr.cls, vr.dfl, vr.p,
+              vr.r, vr.map50, vr.map, fi, best_fitness_, lrs[1], t_epoch,
+              t_train > 0 ? static_cast<double>(images) / t_train : 0.0);
+  const double nbd = static_cast<double>(batches);
+  std::printf("  time per batch: data wait %.0f ms, forward %.0f ms, loss %.0f ms, backward %.0f ms, "
+              "optimizer+EMA %.0f ms\n", 1e3 * times[0] / nbd, 1e3 * times[1] / nbd, 1e3 * times[2] / nbd,
+              1e3 * times[3] / nbd, 1e3 * times[4] / nbd);
+  std::fflush(stdout);
+  return stop;
+}
+
+}  // namespace training

@@ -1,0 +1,35 @@
+// Kernel entries of BatchNorm2d over contiguous NCHW buffers (x viewed as [n, c, hw]).
+// Source: Ioffe & Szegedy, "Batch Normalization" (ICML 2015); PyTorch BatchNorm conventions
+// (biased batch variance to normalise, unbiased n/(n-1) variance into running_var).
+#pragma once
+#include <cstdint>
+
+#include "engine/backend.h"
+
+namespace kernels {
+
+struct BatchNormShape {
+  int64_t n, c, hw;
+};
+
+/// training: mean[c], invstd[c] = 1/sqrt(var_biased + eps) from this batch; when running_mean
+/// and running_var are non-null, updates them in place: r = (1-momentum)*r + momentum*stat with
+/// the unbiased variance (count n*hw; factor 1 when count == 1).
+/// eval: mean = running_mean (copied), invstd from running_var.
+/// y = (x - mean) * invstd * weight + bias (weight/bias may be null: 1 and 0).
+/// CPU: statistics accumulated in double (two-pass), fixed order per channel: deterministic.
+using BatchNormForwardFn = void (*)(engine::DeviceContext& ctx, engine::DType dtype, const BatchNormShape& s,
+                                    const void* x, const void* weight, const void* bias, void* running_mean,
+                                    void* running_var, bool training, double momentum, double eps, void* y,
+                                    void* mean, void* invstd);
+inline engine::KernelKey<BatchNormForwardFn> kBatchNormForward{"batch_norm_forward"};
+
+/// Backward with xhat = (x - mean) * invstd and M = n*hw: dweight = sum dy*xhat, dbias = sum dy
+/// (each when non-null), and when dx is non-null:
+///  training: dx = w*invstd/M * (M*dy - sum dy - xhat*sum dy*xhat);   eval: dx = w*invstd*dy.
+using BatchNormBackwardFn = void (*)(engine::DeviceContext& ctx, engine::DType dtype, const BatchNormShape& s,
+                                     const void* x, const void* dy, const void* mean, const void* invstd,
+                                     const void* weight, bool training, void* dx, void* dweight, void* dbias);
+inline engine::KernelKey<BatchNormBackwardFn> kBatchNormBackward{"batch_norm_backward"};
+
+}  // namespace kernels

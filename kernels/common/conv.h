@@ -1,0 +1,35 @@
+// Kernel entries of 2-d convolution (forward, backward data, backward weights+bias). Buffers are
+// contiguous NCHW / OIHW. CPU: F32 through oneDNN, F64 through direct reference loops; CUDA:
+// cuDNN (the CUDA training issue).
+#pragma once
+#include <cstdint>
+
+#include "engine/backend.h"
+
+namespace kernels {
+
+/// Geometry of one convolution. x [n, c_in, h, w], weight [c_out, c_in/groups, kh, kw],
+/// y [n, c_out, h_out, w_out]; dilation in PyTorch convention (1 = dense kernel).
+struct Conv2dShape {
+  int64_t n, c_in, h, w;
+  int64_t c_out, kh, kw;
+  int64_t stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups;
+  int64_t h_out, w_out;
+};
+
+/// y = conv(x, w) + bias (bias may be null).
+using Conv2dForwardFn = void (*)(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dtype,
+                                 const void* x, const void* w, const void* bias, void* y);
+inline engine::KernelKey<Conv2dForwardFn> kConv2dForward{"conv2d_forward"};
+
+/// dx = conv_transpose(dy, w) (overwrites dx).
+using Conv2dBackwardDataFn = void (*)(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dtype,
+                                      const void* dy, const void* w, void* dx);
+inline engine::KernelKey<Conv2dBackwardDataFn> kConv2dBackwardData{"conv2d_backward_data"};
+
+/// dw = sum over batch and pixels of x * dy (overwrites dw); dbias = sum of dy when non-null.
+using Conv2dBackwardWeightsFn = void (*)(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dtype,
+                                         const void* x, const void* dy, void* dw, void* dbias);
+inline engine::KernelKey<Conv2dBackwardWeightsFn> kConv2dBackwardWeights{"conv2d_backward_weights"};
+
+}  // namespace kernels

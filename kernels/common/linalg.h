@@ -1,0 +1,37 @@
+// Kernel entries of batched matrix products (BLAS GEMM on the CPU, cuBLAS on CUDA) and of
+// softmax / log_softmax over one dim.
+#pragma once
+#include <cstdint>
+
+#include "engine/backend.h"
+#include "kernels/common/strided.h"
+
+namespace kernels {
+
+/// One row-major matrix operand of a GEMM: element (i, j) at ptr[i*ld + j] (trans = false) or
+/// ptr[j*ld + i] (trans = true), with batch offsets from `batch` (iterated over the broadcast
+/// batch shape of the output; stride 0 on broadcast dims).
+struct GemmOperand {
+  const void* ptr = nullptr;
+  bool trans = false;
+  int64_t ld = 0;
+  StridedLayout batch;
+};
+
+/// out[b] (contiguous [M, N], batch-major) = A[b] [M, K] x B[b] [K, N] for every batch index b
+/// of the shared batch shape (a.batch.sizes).
+using MatmulForwardFn = void (*)(engine::DeviceContext& ctx, engine::DType dtype, const GemmOperand& a,
+                                 const GemmOperand& b, void* out, int64_t m, int64_t n, int64_t k);
+inline engine::KernelKey<MatmulForwardFn> kMatmulForward{"matmul_forward"};
+
+/// x, y contiguous viewed as [outer, n, inner]; softmax (or log_softmax when `log`) over n,
+/// max-subtracted (CPU: sums in double).
+using SoftmaxForwardFn = void (*)(engine::DeviceContext& ctx, engine::DType dtype, const void* x, void* y,
+                                  int64_t outer, int64_t n, int64_t inner, bool log);
+inline engine::KernelKey<SoftmaxForwardFn> kSoftmaxForward{"softmax_forward"};
+/// From the forward output y: softmax dx = y * (dy - sum(dy*y)); log_softmax dx = dy - e^y * sum(dy).
+using SoftmaxBackwardFn = void (*)(engine::DeviceContext& ctx, engine::DType dtype, const void* y, const void* dy,
+                                   void* dx, int64_t outer, int64_t n, int64_t inner, bool log);
+inline engine::KernelKey<SoftmaxBackwardFn> kSoftmaxBackward{"softmax_backward"};
+
+}  // namespace kernels
