@@ -9,7 +9,7 @@
 
 #include "apps/commands.h"
 #include "io/paths.h"
-#include "apps/detector.h"
+#include "apps/training/detector.h"
 #include "apps/training/weights.h"
 #include "engine/error.h"
 #include "io/data_yaml.h"

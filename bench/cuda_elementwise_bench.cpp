@@ -15,8 +15,8 @@
 #include <cuda_runtime.h>
 
 #include "engine/cuda_runtime.h"
-#include "kernels/cuda/copy.h"
-#include "kernels/cuda/elementwise.h"
+#include "engine/core_kernels.h"
+#include "kernels/common/elementwise.h"
 #endif
 
 namespace {
@@ -47,20 +47,24 @@ void run(benchmark::State& state, Kind kind, engine::DType dt) {
   void* out = alloc->allocate(bytes);
   const size_t flush_bytes = size_t(256) << 20;  // > L2 of A100 (40 MB) / H100-H200 (50 MB)
   void* flush = alloc->allocate(flush_bytes);
-  cudaStream_t s = kernels::cuda::current_stream(0);
+  const engine::Device cuda0 = engine::Device::cuda(0);
+  cudaStream_t s = engine::cuda_stream(0);
+  auto fill = engine::kernel(engine::kFillStrided, dt, cuda0);
+  auto add = engine::kernel(kernels::kBinaryForward, dt, cuda0);
+  auto unary = engine::kernel(kernels::kUnaryForward, dt, cuda0);
   kernels::StridedLayout l;
   l.ndim = 1;
   l.sizes[0] = kN;
   l.strides[0] = 1;
-  kernels::cuda::fill_strided_cuda(a, dt, l, 0.5, s);
-  kernels::cuda::fill_strided_cuda(b, dt, l, -1.25, s);
+  fill.fn(fill.ctx, a, dt, l, 0.5);
+  fill.fn(fill.ctx, b, dt, l, -1.25);
   cudaEvent_t e0, e1;
   CUDA_CHECK(cudaEventCreate(&e0));
   CUDA_CHECK(cudaEventCreate(&e1));
   auto launch = [&] {
     switch (kind) {
-      case Kind::Add: kernels::cuda::binary_forward_cuda(kernels::cuda::BinaryOp::Add, out, dt, l, a, l, b, l, s); break;
-      case Kind::Silu: kernels::cuda::silu_forward_cuda(out, dt, l, a, l, s); break;
+      case Kind::Add: add.fn(add.ctx, kernels::BinaryOp::Add, dt, out, l, a, l, b, l); break;
+      case Kind::Silu: unary.fn(unary.ctx, kernels::UnaryOp::Silu, dt, 0.0, 0.0, out, l, a, l); break;
       case Kind::Memcpy: CUDA_CHECK(cudaMemcpyAsync(out, a, bytes, cudaMemcpyDeviceToDevice, s)); break;
     }
   };

@@ -95,7 +95,14 @@ Tensor Optimizer::state(const std::string& name, const std::string& buffer) cons
   auto st = steps_.find(i);
   auto it = state_.find(buffer);
   if (st == steps_.end() || it == state_.end()) return Tensor();
-  return it->second.segment_view(i);
+  // Only when the parameter's own group keeps this kind of state (SGD without momentum keeps none).
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    if (std::find(members_[gi].begin(), members_[gi].end(), i) == members_[gi].end()) continue;
+    const auto kinds = state_buffers(groups_[gi]);
+    if (std::find(kinds.begin(), kinds.end(), buffer) == kinds.end()) return Tensor();
+    return it->second.segment_view(i);
+  }
+  return Tensor();
 }
 
 int64_t Optimizer::state_step(const std::string& name) const {

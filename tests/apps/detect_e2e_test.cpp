@@ -2,11 +2,8 @@
 // library loop with a fixed predictor (boxes mapped to the original image and rounded, txt
 // labels in reverse NMS order, crops), and `yolov9 detect` on a folder holding an unreadable
 // file (the rest is processed, the error names the file) and on a short mp4v video.
-//
-// The apps/ sources are compiled into the yolov9 program, not the library, so this test
-// compiles the library parts of apps/ it exercises directly.
-#include "apps/detector.cpp"   // NOLINT(bugprone-suspicious-include)
-#include "apps/evaluator.cpp"  // NOLINT(bugprone-suspicious-include)
+#include "apps/training/detector.h"
+#include "apps/training/evaluator.h"
 
 #include <gtest/gtest.h>
 
@@ -54,34 +51,34 @@ const Fixture& fixture() {
 
 TEST(DetectE2E, ListSources) {
   const auto& f = fixture();
-  auto all = apps::list_sources(f.images);
+  auto all = training::list_sources(f.images);
   ASSERT_EQ(all.size(), 4u);  // 3 images + broken.jpg, not notes.md
   EXPECT_TRUE(std::is_sorted(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.path < b.path; }));
-  auto g = apps::list_sources(f.images + "/0*.jpg");
+  auto g = training::list_sources(f.images + "/0*.jpg");
   EXPECT_EQ(g.size(), 3u);
   const std::string list = f.dir + "/list.txt";
   std::ofstream(list) << all[0].path << "\n" << f.video << "\n";
-  auto l = apps::list_sources(list);
+  auto l = training::list_sources(list);
   ASSERT_EQ(l.size(), 2u);
   EXPECT_FALSE(l[0].video);
   EXPECT_TRUE(l[1].video);
   try {
-    apps::list_sources(f.dir + "/nothing_here.jpg");
+    training::list_sources(f.dir + "/nothing_here.jpg");
     FAIL() << "expected IoError";
   } catch (const engine::IoError& e) {
     EXPECT_NE(std::string(e.what()).find("nothing_here.jpg does not exist"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(apps::list_sources(f.dir + "/*.nomatch"), engine::IoError);
+  EXPECT_THROW(training::list_sources(f.dir + "/*.nomatch"), engine::IoError);
 }
 
 // One box at a known letterboxed position, class 1, score 0.9, plus a weaker class-0 box.
 TEST(DetectE2E, LibraryLoopMapsBoxes) {
   const auto& f = fixture();
-  const fs::path img = apps::list_sources(f.images + "/0*.jpg")[1].path;  // 128 x 96 (w x h)
+  const fs::path img = training::list_sources(f.images + "/0*.jpg")[1].path;  // 128 x 96 (w x h)
   cv::Mat im0 = cv::imread(img.string());
   ASSERT_EQ(im0.cols, 128);
   ASSERT_EQ(im0.rows, 96);
-  apps::Predictor pred = [](const Tensor& im, const io::Batch&) {
+  training::Predictor pred = [](const Tensor& im, const io::Batch&) {
     // imgsz 256: gain 2, letterbox 256 x 192 (auto pad to 32), no padding
     EXPECT_EQ(im.size(2), 192);
     EXPECT_EQ(im.size(3), 256);
@@ -95,14 +92,14 @@ TEST(DetectE2E, LibraryLoopMapsBoxes) {
     put(1, 200.f, 120.f, 20.f, 20.f, 0, 0.5f);
     return Tensor::from_vector(p, {1, 7, 4});
   };
-  apps::DetectOptions o;
+  training::DetectOptions o;
   o.imgsz = 256;
   o.save_txt = true;
   o.save_conf = true;
   o.save_crop = true;
   o.names = {"a", "b", "c"};
   o.save_dir = f.dir + "/lib_run";
-  apps::DetectSummary s = apps::run_detect(pred, img.string(), o);
+  training::DetectSummary s = training::run_detect(pred, img.string(), o);
   EXPECT_EQ(s.images, 1);
   EXPECT_EQ(s.detections, 2);
   EXPECT_EQ(s.failed, 0);

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "graph/model.h"
+#include "apps/training/weights.h"
 #include "graph/state.h"
 #include "io/safetensors.h"
 #include "io/synth.h"
@@ -74,7 +75,7 @@ inline std::shared_ptr<graph::Model> make_checkpoint(const std::string& cfg_name
   names += "]";
   const std::map<std::string, std::string> meta = {{"cfg", cfg_path(cfg_name)}, {"nc", std::to_string(nc)}, {"names", names}};
   if (!ema_prefix) {
-    graph::save_weights(*m, path, meta);  // the engine's writer (official names)
+    training::save_weights(*m, path, meta);  // the engine's writer (official names)
     return m;
   }
   // a train checkpoint: the EMA copy under "ema." (loaded in preference) and a perturbed "model."

@@ -3,6 +3,8 @@
 // clear, non-zero exit naming the path.
 #include <gtest/gtest.h>
 
+#include "apps/training/weights.h"
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -38,7 +40,7 @@ TEST(ExportE2E, ReparamMatchesMainBranchAndFuseShrinks) {
   fs::path dir = fs::temp_directory_path() / ("y9_export_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   auto dual = graph::Model::from_yaml(cfg("yolov9-t.yaml"), 3);
-  dual->save_weights((dir / "yolov9-t.safetensors").string());
+  training::save_model_weights(*dual, (dir / "yolov9-t.safetensors").string());
 
   std::string log = (dir / "log.txt").string();
   ASSERT_EQ(run(bin() + " export --weights " + (dir / "yolov9-t.safetensors").string() + " --cfg " +
@@ -53,7 +55,7 @@ TEST(ExportE2E, ReparamMatchesMainBranchAndFuseShrinks) {
       << slurp(log);
 
   auto gelan = graph::Model::from_yaml(cfg("gelan-t.yaml"), 3);
-  gelan->load_weights((dir / "gelan.safetensors").string());
+  training::load_weights(*gelan, (dir / "gelan.safetensors").string());
   dual->eval();
   gelan->eval();
   Tensor x = testutil::random_tensor({1, 3, 96, 96}, 11, 0.0, 1.0, engine::DType::F32);

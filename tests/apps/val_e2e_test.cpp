@@ -1,13 +1,10 @@
-// End-to-end tests of validation: apps::run_validation on a tiny synthetic dataset with a random
+// End-to-end tests of validation: training::run_validation on a tiny synthetic dataset with a random
 // gelan-t (table, confusion matrix, batch mosaics) and with a noisy "ground-truth" predictor
 // (non-trivial mAP, curves, COCO JSON and YOLO txt outputs checked against the labels), the
 // `yolov9 val` command line (dual-head yolov9-t checkpoint with EMA tensors), a missing weights
 // file, and a pycocotools cross-check of mAP50-95 (skipped when pycocotools is not installed).
-//
-// The apps/ sources are compiled into the yolov9 program, not the library, so this test
-// compiles the library parts of apps/ it exercises directly.
-#include "apps/evaluator.cpp"  // NOLINT(bugprone-suspicious-include)
-#include "apps/weights.cpp"    // NOLINT(bugprone-suspicious-include)
+#include "apps/training/evaluator.h"
+#include "apps/training/weights.h"
 
 #include <gtest/gtest.h>
 
@@ -56,7 +53,7 @@ const Fixture& large_fixture() {
 }
 
 std::shared_ptr<io::AugmentedDataset> val_dataset(const Fixture& f = fixture(), int batch = kBatch) {
-  return apps::make_val_dataset(f.data.val, kImg, batch, true, 0.5, f.data.nc, false, 0, "val: ");
+  return training::make_val_dataset(f.data.val, kImg, batch, true, 0.5, f.data.nc, false, 0, "val: ");
 }
 
 // Deterministic pseudo-random in [0, 1) from integers.
@@ -72,7 +69,7 @@ double hash01(int64_t a, int64_t b, int64_t c) {
 // A predictor that returns the batch's ground truth, with false positives (wrong class, shifted)
 // and, when `noisy`, box jitter and missed objects: [B, 4 + nc, A] with A = 64 anchors, unused
 // anchors scored 0.
-apps::Predictor noisy_gt_predictor(int64_t nc, bool noisy = true) {
+training::Predictor noisy_gt_predictor(int64_t nc, bool noisy = true) {
   return [nc, noisy](const Tensor& im, const io::Batch& b) {
     const int64_t B = im.size(0), H = im.size(2), W = im.size(3), A = 64;
     std::vector<float> p(static_cast<size_t>(B * (4 + nc) * A), 0.f);
@@ -116,13 +113,13 @@ TEST(ValE2E, RandomModelLibraryRun) {
   graph::BuildOptions bo;
   bo.seed = 3;
   auto model = graph::Model::from_yaml(e2e::cfg_path("gelan-t"), f.data.nc, bo);
-  apps::ValOptions o;
+  training::ValOptions o;
   o.batch_size = kBatch;
   o.workers = 1;
   o.names = f.data.names;
   o.save_dir = f.dir + "/run_random";
   o.print = true;
-  apps::ValResult r = apps::run_validation(*model, val_dataset(), o);
+  training::ValResult r = training::run_validation(*model, val_dataset(), o);
   EXPECT_EQ(r.seen, 10);
   EXPECT_GT(r.instances, 0);
   const std::string header =
@@ -147,7 +144,7 @@ TEST(ValE2E, RandomModelLibraryRun) {
 
 TEST(ValE2E, NoisyGroundTruthOutputs) {
   const auto& f = fixture();
-  apps::ValOptions o;
+  training::ValOptions o;
   o.batch_size = kBatch;
   o.workers = 2;
   o.names = f.data.names;
@@ -156,7 +153,7 @@ TEST(ValE2E, NoisyGroundTruthOutputs) {
   o.save_txt = true;
   o.save_conf = true;
   o.json_stem = "gt";
-  apps::ValResult r = apps::run_validation(noisy_gt_predictor(f.data.nc), val_dataset(), o);
+  training::ValResult r = training::run_validation(noisy_gt_predictor(f.data.nc), val_dataset(), o);
   EXPECT_GT(r.metrics.map50, 0.4);
   EXPECT_LT(r.metrics.map50, 0.999);
   EXPECT_GT(r.metrics.map, 0.1);
@@ -187,23 +184,23 @@ TEST(ValE2E, NoisyGroundTruthOutputs) {
 }
 
 TEST(ValE2E, CocoJsonHelpers) {
-  EXPECT_EQ(apps::coco_image_id("/a/b/000000397133.jpg"), nlohmann::json(397133));
-  EXPECT_EQ(apps::coco_image_id("/a/b/bus_1.jpg"), nlohmann::json("bus_1"));
-  EXPECT_TRUE(apps::is_coco_val({"/data/coco/val2017.txt"}));
-  EXPECT_FALSE(apps::is_coco_val({"/data/coco128/images/train2017"}));
-  ASSERT_EQ(apps::coco80_to_coco91().size(), 80u);
-  EXPECT_EQ(apps::coco80_to_coco91()[11], 13);
-  EXPECT_EQ(apps::coco80_to_coco91()[79], 90);
+  EXPECT_EQ(training::coco_image_id("/a/b/000000397133.jpg"), nlohmann::json(397133));
+  EXPECT_EQ(training::coco_image_id("/a/b/bus_1.jpg"), nlohmann::json("bus_1"));
+  EXPECT_TRUE(training::is_coco_val({"/data/coco/val2017.txt"}));
+  EXPECT_FALSE(training::is_coco_val({"/data/coco128/images/train2017"}));
+  ASSERT_EQ(training::coco80_to_coco91().size(), 80u);
+  EXPECT_EQ(training::coco80_to_coco91()[11], 13);
+  EXPECT_EQ(training::coco80_to_coco91()[79], 90);
   Tensor det = Tensor::from_vector(std::vector<float>{10.f, 20.f, 40.5f, 60.25f, 0.8765432f, 11.f}, {1, 6});
   nlohmann::json out = nlohmann::json::array();
-  apps::append_coco_json(det, "x/000000000042.jpg", true, out);
+  training::append_coco_json(det, "x/000000000042.jpg", true, out);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0]["image_id"], 42);
   EXPECT_EQ(out[0]["category_id"], 13);
   EXPECT_DOUBLE_EQ(out[0]["bbox"][2].get<double>(), 30.5);
   EXPECT_DOUBLE_EQ(out[0]["bbox"][3].get<double>(), 40.25);
   EXPECT_DOUBLE_EQ(out[0]["score"].get<double>(), 0.87654);
-  EXPECT_EQ(apps::yolo_txt_lines(det, 100, 200, true), "11 0.12625 0.40125 0.1525 0.4025 0.876543\n");
+  EXPECT_EQ(training::yolo_txt_lines(det, 100, 200, true), "11 0.12625 0.40125 0.1525 0.4025 0.876543\n");
 }
 
 TEST(ValE2E, CommandLine) {
@@ -239,7 +236,7 @@ TEST(ValE2E, LoadModelPrefersEma) {
   const auto& f = fixture();
   const std::string w = f.dir + "/gelan-t-ema.safetensors";
   auto ref = e2e::make_checkpoint("gelan-t", f.data.nc, w, /*ema_prefix=*/true);
-  apps::LoadedModel lm = apps::load_model(w);
+  training::LoadedModel lm = training::load_model(w);
   EXPECT_TRUE(lm.ema);
   EXPECT_EQ(lm.names, f.data.names);
   EXPECT_FALSE(lm.model->training());
@@ -251,7 +248,7 @@ TEST(ValE2E, LoadModelPrefersEma) {
   }
   // a class count that does not match the file names the tensor
   try {
-    apps::load_model(w, e2e::cfg_path("gelan-s"));
+    training::load_model(w, e2e::cfg_path("gelan-s"));
     FAIL() << "expected ShapeError";
   } catch (const engine::ShapeError& e) {
     EXPECT_NE(std::string(e.what()).find(w), std::string::npos) << e.what();
@@ -264,7 +261,7 @@ TEST(ValE2E, MissingWeightsNamesThePath) {
                         "/runs_missing'");
   EXPECT_NE(r.rc, 0);
   EXPECT_NE(r.out.find("/nonexistent/w.safetensors"), std::string::npos) << r.out;
-  EXPECT_THROW(apps::load_model("/nonexistent/w.safetensors"), engine::IoError);
+  EXPECT_THROW(training::load_model("/nonexistent/w.safetensors"), engine::IoError);
 }
 
 // pycocotools scores our --save-json output against a COCO ground truth made from the labels;
@@ -281,7 +278,7 @@ TEST(ValE2E, PycocotoolsCrossCheck) {
   if (std::system("python3 -c 'import pycocotools' >/dev/null 2>&1") != 0)
     GTEST_SKIP() << "pycocotools not installed (pip install pycocotools)";
   const auto& f = large_fixture();
-  apps::ValOptions o;
+  training::ValOptions o;
   o.batch_size = kBatch;
   o.workers = 1;
   o.names = f.data.names;
@@ -290,7 +287,7 @@ TEST(ValE2E, PycocotoolsCrossCheck) {
   o.plots = false;
   o.print = false;
   o.json_stem = "coco";
-  apps::ValResult r = apps::run_validation(noisy_gt_predictor(f.data.nc, /*noisy=*/false), val_dataset(f), o);
+  training::ValResult r = training::run_validation(noisy_gt_predictor(f.data.nc, /*noisy=*/false), val_dataset(f), o);
   ASSERT_GT(r.metrics.map, 0.3);
   ASSERT_LT(r.metrics.map, 0.99);
   // ground truth JSON from the label files and the original image sizes
@@ -300,7 +297,7 @@ TEST(ValE2E, PycocotoolsCrossCheck) {
   int ann = 1;
   for (const auto& img : io::resolve_image_files(f.data.val)) {
     cv::Mat m = cv::imread(img);
-    const nlohmann::json id = apps::coco_image_id(img);
+    const nlohmann::json id = training::coco_image_id(img);
     gt["images"].push_back({{"id", id}, {"width", m.cols}, {"height", m.rows}});
     std::ifstream lf(io::image_to_label_path(img));
     double c, x, y, w, h;
@@ -339,7 +336,7 @@ TEST(ValE2E, PycocotoolsCrossCheck) {
   // the built-in pycocotools step (official --save-json with annotations) replaces map / map50
   o.anno_json = gt_path;
   o.save_dir = f.dir + "/run_coco2";
-  apps::ValResult r2 = apps::run_validation(noisy_gt_predictor(f.data.nc, /*noisy=*/false), val_dataset(f), o);
+  training::ValResult r2 = training::run_validation(noisy_gt_predictor(f.data.nc, /*noisy=*/false), val_dataset(f), o);
   ASSERT_TRUE(r2.coco_evaluated);
   EXPECT_NEAR(r2.metrics.map, coco_map, 1e-5);
   EXPECT_NEAR(r2.metrics.map50, coco_map50, 1e-5);
@@ -349,7 +346,7 @@ TEST(ValE2E, PycocotoolsCrossCheck) {
 // candidates scores (nearly) perfectly, and the txt files hold the labels.
 TEST(ValE2E, SaveHybrid) {
   const auto& f = fixture();
-  apps::ValOptions o;
+  training::ValOptions o;
   o.batch_size = kBatch;
   o.workers = 1;
   o.names = f.data.names;
@@ -358,10 +355,10 @@ TEST(ValE2E, SaveHybrid) {
   o.plots = false;
   o.print = false;
   const int64_t nc = f.data.nc;
-  apps::Predictor empty = [nc](const Tensor& im, const io::Batch&) {
+  training::Predictor empty = [nc](const Tensor& im, const io::Batch&) {
     return Tensor::zeros({im.size(0), 4 + nc, 8});
   };
-  apps::ValResult r = apps::run_validation(empty, val_dataset(), o);
+  training::ValResult r = training::run_validation(empty, val_dataset(), o);
   EXPECT_GT(r.metrics.map50, 0.99);
   EXPECT_GT(r.metrics.map, 0.95);
   EXPECT_EQ(r.label_files, 10);

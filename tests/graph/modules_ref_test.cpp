@@ -54,7 +54,7 @@ Built build(const std::string& kind, const nlohmann::json& js) {
   else if (kind == "AConv") u = std::make_shared<graph::AConv>(i("c1"), i("c2"), act);
   else if (kind == "SPPELAN") u = std::make_shared<graph::SPPELAN>(i("c1"), i("c2"), i("c3"), act);
   else if (kind == "ELAN1") u = std::make_shared<graph::ELAN1>(i("c1"), i("c2"), i("c3"), i("c4"), act);
-  if (u) return {u, [u](const std::vector<Tensor>& xs, const std::string& base) { return Named{{base, u->run(xs.at(0))}}; }};
+  if (u) return {u, [u](const std::vector<Tensor>& xs, const std::string& base) { return Named{{base, u->forward(xs.at(0))}}; }};
 
   if (kind == "CBLinear_CBFuse") {
     auto w = std::make_shared<CBWrapper>(i("c_a"), ints(a.at("c2s_a")), i("c_b"), ints(a.at("c2s_b")), ints(a.at("idx")));

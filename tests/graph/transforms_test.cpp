@@ -10,6 +10,7 @@
 
 #include "engine/autograd.h"
 #include "engine/error.h"
+#include "apps/training/weights.h"
 #include "graph/fuse.h"
 #include "graph/state.h"
 #include "io/safetensors.h"
@@ -137,7 +138,7 @@ TEST(Weights, SaveLoadRoundTripAndErrors) {
   auto a = graph::Model::from_yaml(cfg("gelan-t.yaml"), 3, a_opts);
   randomise_bn(*a, 11);
   const std::string path = (dir / "a.safetensors").string();
-  a->save_weights(path);
+  training::save_model_weights(*a, path);
   // num_batches_tracked is stored 0-d I64, names are the official ones.
   const auto data = io::load_safetensors(path);
   EXPECT_EQ(data.tensors.size(), a->state_dict().size());
@@ -147,7 +148,7 @@ TEST(Weights, SaveLoadRoundTripAndErrors) {
   graph::BuildOptions b_opts;
   b_opts.seed = 2;
   auto b = graph::Model::from_yaml(cfg("gelan-t.yaml"), 3, b_opts);
-  b->load_weights(path);
+  training::load_weights(*b, path);
   const auto sa = a->state_dict(), sb = b->state_dict();
   ASSERT_EQ(sa.size(), sb.size());
   for (size_t k = 0; k < sa.size(); ++k) EXPECT_TRUE(testutil::all_close(sb[k].second, sa[k].second, 0, 0)) << sa[k].first;
@@ -155,7 +156,7 @@ TEST(Weights, SaveLoadRoundTripAndErrors) {
   // Other nc: the first mismatched tensor is named with both shapes.
   auto c = graph::Model::from_yaml(cfg("gelan-t.yaml"), 5);
   try {
-    c->load_weights(path);
+    training::load_weights(*c, path);
     FAIL() << "expected ShapeError";
   } catch (const engine::ShapeError& e) {
     const std::string msg = e.what();
@@ -167,7 +168,7 @@ TEST(Weights, SaveLoadRoundTripAndErrors) {
   // Another model: the first missing tensor is named.
   auto d = graph::Model::from_yaml(cfg("yolov9-t.yaml"), 3);
   try {
-    d->load_weights(path);
+    training::load_weights(*d, path);
     FAIL() << "expected ShapeError";
   } catch (const engine::ShapeError& e) {
     EXPECT_NE(std::string(e.what()).find("missing tensor 'model.22."), std::string::npos) << e.what();

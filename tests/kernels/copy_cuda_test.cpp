@@ -1,16 +1,11 @@
-// CUDA copy/fill/axpy/scale against their CPU twins (kernels/cpu/copy.h) on the same random
+// CUDA copy/fill/axpy/scale entries against their CPU twins (engine/core_kernels.h) on the same random
 // input: dtype pairs, odd shapes, transposed / every-other / broadcast views. Label gpu: skips
 // without a device (fails with Y9_REQUIRE_GPU=1); compiles to skipping tests in a CPU build.
 #include <gtest/gtest.h>
 
 #include "engine/tensor.h"
-#include "kernels/cpu/copy.h"
 #include "tests/kernels/cuda_parity.h"
 #include "tests/testutil.h"
-
-#if defined(Y9_WITH_CUDA)
-#include "kernels/cuda/copy.h"
-#endif
 
 namespace {
 
@@ -40,8 +35,8 @@ TEST(CopyCuda, StridedCopyAndConversionsBitwise) {
         HostBuf src = parity::random_buf(st, sv.buffer_elems, seed++, -300, 300);
         HostBuf dst = parity::random_buf(dt, dv.buffer_elems, seed++);
         parity::DevBuf dsrc(src), ddst(dst);
-        kernels::cpu::copy_strided_cpu(dst.data(), dt, dv.layout, src.data(), st, sv.layout);
-        kernels::cuda::copy_strided_cuda(ddst.data(), dt, dv.layout, dsrc.data(), st, sv.layout, parity::stream0());
+        parity::run_cpu(engine::kCopyStrided, dt, dst.data(), dt, dv.layout, src.data(), st, sv.layout);
+        parity::run_cuda(engine::kCopyStrided, dt, ddst.data(), dt, dv.layout, dsrc.data(), st, sv.layout);
         EXPECT_TRUE(parity::bitwise_equal(ddst.download(), dst));
       }
 #endif
@@ -60,8 +55,8 @@ TEST(CopyCuda, FillBitwise) {
           auto v = parity::make_view(shape, m);
           HostBuf dst = parity::random_buf(dt, v.buffer_elems, seed++, 0, 100);
           parity::DevBuf ddst(dst);
-          kernels::cpu::fill_strided_cpu(dst.data(), dt, v.layout, value);
-          kernels::cuda::fill_strided_cuda(ddst.data(), dt, v.layout, value, parity::stream0());
+          parity::run_cpu(engine::kFillStrided, dt, dst.data(), dt, v.layout, value);
+          parity::run_cuda(engine::kFillStrided, dt, ddst.data(), dt, v.layout, value);
           EXPECT_TRUE(parity::bitwise_equal(ddst.download(), dst));
         }
 #endif
@@ -72,20 +67,20 @@ TEST(CopyCuda, FillBitwise) {
 // buffers, rounded back (what the CUDA kernel computes in float).
 void axpy_ref(HostBuf& dst, const HostBuf& src, const parity::View& dv, const parity::View& sv, double alpha) {
   if (dst.dtype == DType::F32 || dst.dtype == DType::F64) {
-    kernels::cpu::axpy_strided_cpu(dst.data(), dst.dtype, dv.layout, src.data(), sv.layout, alpha);
+    parity::run_cpu(engine::kAxpyStrided, dst.dtype, dst.data(), dst.dtype, dv.layout, src.data(), sv.layout, alpha);
     return;
   }
   HostBuf d32 = parity::convert(dst, DType::F32), s32 = parity::convert(src, DType::F32);
-  kernels::cpu::axpy_strided_cpu(d32.data(), DType::F32, dv.layout, s32.data(), sv.layout, alpha);
+  parity::run_cpu(engine::kAxpyStrided, DType::F32, d32.data(), DType::F32, dv.layout, s32.data(), sv.layout, alpha);
   dst = parity::convert(d32, dst.dtype);
 }
 void scale_ref(HostBuf& dst, const parity::View& v, double value) {
   if (dst.dtype == DType::F32 || dst.dtype == DType::F64) {
-    kernels::cpu::scale_strided_cpu(dst.data(), dst.dtype, v.layout, value);
+    parity::run_cpu(engine::kScaleStrided, dst.dtype, dst.data(), dst.dtype, v.layout, value);
     return;
   }
   HostBuf d32 = parity::convert(dst, DType::F32);
-  kernels::cpu::scale_strided_cpu(d32.data(), DType::F32, v.layout, value);
+  parity::run_cpu(engine::kScaleStrided, DType::F32, d32.data(), DType::F32, v.layout, value);
   dst = parity::convert(d32, dst.dtype);
 }
 #endif
@@ -104,16 +99,16 @@ TEST(CopyCuda, AxpyAndScaleMatchCpu) {
         HostBuf dst = parity::random_buf(dt, dv.buffer_elems, seed++);
         parity::DevBuf dsrc(src), ddst(dst);
         axpy_ref(dst, src, dv, sv, -0.75);
-        kernels::cuda::axpy_strided_cuda(ddst.data(), dt, dv.layout, dsrc.data(), sv.layout, -0.75, parity::stream0());
+        parity::run_cuda(engine::kAxpyStrided, dt, ddst.data(), dt, dv.layout, dsrc.data(), sv.layout, -0.75);
         EXPECT_TRUE(parity::close(ddst.download(), dst, parity::tol_for(dt)));
         scale_ref(dst, dv, 1.3);
-        kernels::cuda::scale_strided_cuda(ddst.data(), dt, dv.layout, 1.3, parity::stream0());
+        parity::run_cuda(engine::kScaleStrided, dt, ddst.data(), dt, dv.layout, 1.3);
         EXPECT_TRUE(parity::close(ddst.download(), dst, parity::tol_for(dt)));
       }
   HostBuf ib(DType::I32, 4);
   parity::DevBuf dib(ib);
   auto l = parity::row_major({4});
-  EXPECT_THROW(kernels::cuda::scale_strided_cuda(dib.data(), DType::I32, l, 2.0, parity::stream0()), engine::ShapeError);
+  EXPECT_THROW(parity::run_cuda(engine::kScaleStrided, DType::I32, dib.data(), DType::I32, l, 2.0), engine::ShapeError);
 #endif
 }
 

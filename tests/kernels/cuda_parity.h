@@ -1,6 +1,7 @@
 // Helpers of the CUDA-vs-CPU parity tests (tests/kernels/*_cuda_test.cpp): host buffers of any
-// dtype, strided/broadcast view layouts, device buffers from the caching allocator, and per-dtype
-// tolerances (guide 3.6). Device parts exist only with Y9_WITH_CUDA.
+// dtype, strided/broadcast view layouts, device buffers from the caching allocator, per-dtype
+// tolerances (guide 3.6), and the kernel entries of each backend's table (cpu_kernel /
+// cuda_kernel). Device parts exist only with Y9_WITH_CUDA.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -13,9 +14,10 @@
 #include <vector>
 
 #include "engine/allocator.h"
+#include "engine/backend.h"
+#include "engine/core_kernels.h"
 #include "engine/dtype.h"
 #include "kernels/common/strided.h"
-#include "kernels/cpu/copy.h"
 
 #if defined(Y9_WITH_CUDA)
 #include "engine/cuda_runtime.h"
@@ -96,6 +98,29 @@ inline int64_t numel(const std::vector<int64_t>& shape) {
   return n;
 }
 
+/// Entry `key` of the CPU backend for `dt`, with the CPU context.
+template <typename Fn>
+engine::Kernel<Fn> cpu_kernel(const engine::KernelKey<Fn>& key, DType dt) {
+  return engine::kernel(key, dt, engine::Device::cpu());
+}
+/// Entry `key` of the CUDA backend for `dt` on cuda:0 (throws NotSupportedError when absent).
+template <typename Fn>
+engine::Kernel<Fn> cuda_kernel(const engine::KernelKey<Fn>& key, DType dt) {
+  return engine::kernel(key, dt, engine::Device::cuda(0));
+}
+
+/// Calls entry `key` of the CPU (run_cpu) or CUDA (run_cuda) backend for `dt` with its context.
+template <typename Fn, typename... Args>
+void run_cpu(const engine::KernelKey<Fn>& key, DType dt, Args&&... args) {
+  auto k = cpu_kernel(key, dt);
+  k.fn(k.ctx, std::forward<Args>(args)...);
+}
+template <typename Fn, typename... Args>
+void run_cuda(const engine::KernelKey<Fn>& key, DType dt, Args&&... args) {
+  auto k = cuda_kernel(key, dt);
+  k.fn(k.ctx, std::forward<Args>(args)...);
+}
+
 /// Host bytes of `n` elements of `dtype`.
 struct HostBuf {
   DType dtype = DType::F32;
@@ -111,7 +136,10 @@ struct HostBuf {
 inline HostBuf convert(const HostBuf& src, DType to) {
   HostBuf out(to, src.n);
   StridedLayout l = row_major({src.n});
-  if (src.n > 0) kernels::cpu::copy_strided_cpu(out.data(), to, l, src.data(), src.dtype, l);
+  if (src.n > 0) {
+    auto k = cpu_kernel(engine::kCopyStrided, to);
+    k.fn(k.ctx, out.data(), to, l, src.data(), src.dtype, l);
+  }
   return out;
 }
 inline std::vector<double> to_doubles(const HostBuf& b) {
@@ -174,7 +202,7 @@ class DevBuf {
  public:
   explicit DevBuf(const HostBuf& h) : dtype_(h.dtype), n_(h.n), nbytes_(h.bytes.size()) {
     p_ = engine::cuda_allocator(0)->allocate(nbytes_);
-    kernels::cuda::memcpy_any(p_, engine::Device::cuda(0), h.data(), engine::Device::cpu(), nbytes_);
+    engine::memcpy_between_devices(p_, engine::Device::cuda(0), h.data(), engine::Device::cpu(), nbytes_);
   }
   ~DevBuf() { engine::cuda_allocator(0)->deallocate(p_, nbytes_); }
   DevBuf(const DevBuf&) = delete;
@@ -182,7 +210,7 @@ class DevBuf {
   void* data() const { return p_; }
   HostBuf download() const {
     HostBuf h(dtype_, n_);
-    kernels::cuda::memcpy_any(h.data(), engine::Device::cpu(), p_, engine::Device::cuda(0), nbytes_);
+    engine::memcpy_between_devices(h.data(), engine::Device::cpu(), p_, engine::Device::cuda(0), nbytes_);
     return h;
   }
 
@@ -192,7 +220,7 @@ class DevBuf {
   size_t nbytes_;
   void* p_ = nullptr;
 };
-inline cudaStream_t stream0() { return kernels::cuda::current_stream(0); }
+inline cudaStream_t stream0() { return engine::cuda_stream(0); }
 #endif
 
 /// Shapes used by every parity test: scalars, odd sizes, non-multiples of 8, one > 2^16 elements.

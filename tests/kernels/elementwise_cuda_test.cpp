@@ -1,6 +1,6 @@
-// CUDA elementwise launchers (kernels/cuda/elementwise.h) against the shared element math run on
-// the CPU (kernels/common/elementwise.h, computed in float like the CPU twins, double for F64) on
-// the same random input: F32/F16/BF16/F64, odd shapes, strided and broadcast views.
+// CUDA elementwise entries (binary, unary incl. activations, BCE; kernels/common/elementwise.h)
+// against the shared element math run on the CPU (computed in float like the CPU twins, double for
+// F64) on the same random input: F32/F16/BF16/F64, odd shapes, strided and broadcast views.
 // Label gpu: skips without a device (fails with Y9_REQUIRE_GPU=1).
 #include <gtest/gtest.h>
 
@@ -9,10 +9,6 @@
 #include "kernels/common/elementwise.h"
 #include "tests/kernels/cuda_parity.h"
 #include "tests/testutil.h"
-
-#if defined(Y9_WITH_CUDA)
-#include "kernels/cuda/elementwise.h"
-#endif
 
 namespace {
 
@@ -50,12 +46,8 @@ HostBuf reference(const HostBuf& out0, const parity::View& ov, const std::vector
   return parity::convert(d, out0.dtype);
 }
 
-#if defined(Y9_WITH_CUDA)
 using Launch = std::function<void(void* out, DType, const kernels::StridedLayout&, const std::vector<const void*>&,
-                                  const std::vector<kernels::StridedLayout>&, cudaStream_t)>;
-#else
-using Launch = int;
-#endif
+                                  const std::vector<kernels::StridedLayout>&)>;
 
 struct Case {
   std::string name;
@@ -74,60 +66,73 @@ void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 std::vector<Case> cases() {
   using namespace kernels;  // NOLINT: test-local, keeps the table short
+  using U = UnaryOp;
   std::vector<Case> cs = {
       {"add", 2, {{-3, 3}, {-3, 3}}, Y9_FN(AddOp()(v[0], v[1]), AddOp()(v[0], v[1])), {}},
       {"sub", 2, {{-3, 3}, {-3, 3}}, Y9_FN(SubOp()(v[0], v[1]), SubOp()(v[0], v[1])), {}},
       {"mul", 2, {{-3, 3}, {-3, 3}}, Y9_FN(MulOp()(v[0], v[1]), MulOp()(v[0], v[1])), {}},
       {"div", 2, {{-3, 3}, {0.5, 2}}, Y9_FN(DivOp()(v[0], v[1]), DivOp()(v[0], v[1])), {}},
-      {"silu", 1, {{-8, 8}}, Y9_FN(silu_fwd(v[0]), silu_fwd(v[0])), {}},
-      {"silu_backward", 2, {{-8, 8}, {-2, 2}}, Y9_FN(silu_bwd(v[0], v[1]), silu_bwd(v[0], v[1])), {}},
-      {"sigmoid", 1, {{-8, 8}}, Y9_FN(sigmoid_fwd(v[0]), sigmoid_fwd(v[0])), {}},
-      {"sigmoid_backward", 2, {{0, 1}, {-2, 2}}, Y9_FN(sigmoid_bwd_from_y(v[0], v[1]), sigmoid_bwd_from_y(v[0], v[1])), {}},
-      {"relu", 1, {{-3, 3}}, Y9_FN(relu_fwd(v[0]), relu_fwd(v[0])), {}},
-      {"relu_backward", 2, {{-3, 3}, {-2, 2}}, Y9_FN(relu_bwd(v[0], v[1]), relu_bwd(v[0], v[1])), {}},
+      {"mul_backward_a", 3, {{-3, 3}, {-3, 3}, {-2, 2}}, Y9_FN(mul_bwd_a(v[0], v[1], v[2]), mul_bwd_a(v[0], v[1], v[2])), {}},
+      {"div_backward_b", 3, {{-3, 3}, {0.5, 2}, {-2, 2}}, Y9_FN(div_bwd_b(v[0], v[1], v[2]), div_bwd_b(v[0], v[1], v[2])), {}},
+      {"silu", 1, {{-8, 8}}, Y9_FN(unary_fwd(U::Silu, v[0], 0.f, 0.f), unary_fwd(U::Silu, v[0], 0., 0.)), {}},
+      {"silu_backward", 2, {{-8, 8}, {-2, 2}},
+       Y9_FN(unary_bwd(U::Silu, v[0], 0.f, v[1], 0.f, 0.f), unary_bwd(U::Silu, v[0], 0., v[1], 0., 0.)), {}},
+      {"sigmoid", 1, {{-8, 8}}, Y9_FN(unary_fwd(U::Sigmoid, v[0], 0.f, 0.f), unary_fwd(U::Sigmoid, v[0], 0., 0.)), {}},
+      {"sigmoid_backward", 2, {{0, 1}, {-2, 2}},
+       Y9_FN(unary_bwd(U::Sigmoid, 0.f, v[0], v[1], 0.f, 0.f), unary_bwd(U::Sigmoid, 0., v[0], v[1], 0., 0.)), {}},
+      {"relu", 1, {{-3, 3}}, Y9_FN(unary_fwd(U::Relu, v[0], 0.f, 0.f), unary_fwd(U::Relu, v[0], 0., 0.)), {}},
+      {"relu_backward", 2, {{-3, 3}, {-2, 2}},
+       Y9_FN(unary_bwd(U::Relu, v[0], 0.f, v[1], 0.f, 0.f), unary_bwd(U::Relu, v[0], 0., v[1], 0., 0.)), {}},
+      {"clamp", 1, {{-3, 3}}, Y9_FN(unary_fwd(U::Clamp, v[0], -1.f, 2.f), unary_fwd(U::Clamp, v[0], -1., 2.)), {}},
+      {"exp", 1, {{-3, 3}}, Y9_FN(unary_fwd(U::Exp, v[0], 0.f, 0.f), unary_fwd(U::Exp, v[0], 0., 0.)), {}},
       {"bce_with_logits", 2, {{-8, 8}, {0, 1}}, Y9_FN(bce_with_logits_fwd(v[0], v[1]), bce_with_logits_fwd(v[0], v[1])), {}},
       {"bce_with_logits_backward", 3, {{-8, 8}, {0, 1}, {-2, 2}},
        Y9_FN(bce_with_logits_bwd_x(v[0], v[1], v[2]), bce_with_logits_bwd_x(v[0], v[1], v[2])), {}},
   };
-#if defined(Y9_WITH_CUDA)
-  namespace kc = kernels::cuda;
   using L = kernels::StridedLayout;
   using P = std::vector<const void*>;
   using Ls = std::vector<L>;
-  auto bin = [](kc::BinaryOp op) {
-    return [op](void* o, DType t, const L& ol, const P& p, const Ls& l, cudaStream_t s) {
-      kc::binary_forward_cuda(op, o, t, ol, p[0], l[0], p[1], l[1], s);
+  auto bin = [](BinaryOp op) {
+    return [op](void* o, DType t, const L& ol, const P& p, const Ls& l) {
+      parity::run_cuda(kBinaryForward, t, op, t, o, ol, p[0], l[0], p[1], l[1]);
     };
   };
-  cs[0].launch = bin(kc::BinaryOp::Add);
-  cs[1].launch = bin(kc::BinaryOp::Sub);
-  cs[2].launch = bin(kc::BinaryOp::Mul);
-  cs[3].launch = bin(kc::BinaryOp::Div);
-  cs[4].launch = [](void* o, DType t, const L& ol, const P& p, const Ls& l, cudaStream_t s) {
-    kc::silu_forward_cuda(o, t, ol, p[0], l[0], s);
+  auto un = [](UnaryOp op, double p0, double p1) {
+    return [=](void* o, DType t, const L& ol, const P& p, const Ls& l) {
+      parity::run_cuda(kUnaryForward, t, op, t, p0, p1, o, ol, p[0], l[0]);
+    };
   };
-  cs[5].launch = [](void* o, DType t, const L& ol, const P& p, const Ls& l, cudaStream_t s) {
-    kc::silu_backward_cuda(o, t, ol, p[0], l[0], p[1], l[1], s);
+  // Backward with the saved tensor first: x for Silu/Relu, y for Sigmoid.
+  auto un_bwd = [](UnaryOp op, bool saved_is_y) {
+    return [=](void* o, DType t, const L& ol, const P& p, const Ls& l) {
+      parity::run_cuda(kUnaryBackward, t, op, t, 0.0, 0.0, o, ol, saved_is_y ? nullptr : p[0], l[0],
+                       saved_is_y ? p[0] : nullptr, l[0], p[1], l[1]);
+    };
   };
-  cs[6].launch = [](void* o, DType t, const L& ol, const P& p, const Ls& l, cudaStream_t s) {
-    kc::sigmoid_forward_cuda(o, t, ol, p[0], l[0], s);
+  cs[0].launch = bin(BinaryOp::Add);
+  cs[1].launch = bin(BinaryOp::Sub);
+  cs[2].launch = bin(BinaryOp::Mul);
+  cs[3].launch = bin(BinaryOp::Div);
+  cs[4].launch = [](void* o, DType t, const L& ol, const P& p, const Ls& l) {
+    parity::run_cuda(kBinaryBackward, t, BinaryOp::Mul, t, p[0], l[0], p[1], l[1], p[2], l[2], o, ol, nullptr, ol);
   };
-  cs[7].launch = [](void* o, DType t, const L& ol, const P& p, const Ls& l, cudaStream_t s) {
-    kc::sigmoid_backward_cuda(o, t, ol, p[0], l[0], p[1], l[1], s);
+  cs[5].launch = [](void* o, DType t, const L& ol, const P& p, const Ls& l) {
+    parity::run_cuda(kBinaryBackward, t, BinaryOp::Div, t, p[0], l[0], p[1], l[1], p[2], l[2], nullptr, ol, o, ol);
   };
-  cs[8].launch = [](void* o, DType t, const L& ol, const P& p, const Ls& l, cudaStream_t s) {
-    kc::relu_forward_cuda(o, t, ol, p[0], l[0], s);
+  cs[6].launch = un(U::Silu, 0, 0);
+  cs[7].launch = un_bwd(U::Silu, false);
+  cs[8].launch = un(U::Sigmoid, 0, 0);
+  cs[9].launch = un_bwd(U::Sigmoid, true);
+  cs[10].launch = un(U::Relu, 0, 0);
+  cs[11].launch = un_bwd(U::Relu, false);
+  cs[12].launch = un(U::Clamp, -1, 2);
+  cs[13].launch = un(U::Exp, 0, 0);
+  cs[14].launch = [](void* o, DType t, const L& ol, const P& p, const Ls& l) {
+    parity::run_cuda(kBceWithLogitsForward, t, t, o, ol, p[0], l[0], p[1], l[1]);
   };
-  cs[9].launch = [](void* o, DType t, const L& ol, const P& p, const Ls& l, cudaStream_t s) {
-    kc::relu_backward_cuda(o, t, ol, p[0], l[0], p[1], l[1], s);
+  cs[15].launch = [](void* o, DType t, const L& ol, const P& p, const Ls& l) {
+    parity::run_cuda(kBceWithLogitsBackward, t, t, p[0], l[0], p[1], l[1], p[2], l[2], o, ol, nullptr, ol);
   };
-  cs[10].launch = [](void* o, DType t, const L& ol, const P& p, const Ls& l, cudaStream_t s) {
-    kc::bce_with_logits_forward_cuda(o, t, ol, p[0], l[0], p[1], l[1], s);
-  };
-  cs[11].launch = [](void* o, DType t, const L& ol, const P& p, const Ls& l, cudaStream_t s) {
-    kc::bce_with_logits_backward_cuda(o, t, ol, p[0], l[0], p[1], l[1], p[2], l[2], s);
-  };
-#endif
   return cs;
 }
 
@@ -161,16 +166,15 @@ TEST_P(ElementwiseCuda, MatchesCpuMath) {
           ptrs.push_back(dins.back()->data());
           ls.push_back(ivs[k].layout);
         }
-        c.launch(dout.data(), dt, ov.layout, ptrs, ls, parity::stream0());
+        c.launch(dout.data(), dt, ov.layout, ptrs, ls);
         EXPECT_TRUE(parity::close(dout.download(), ref, parity::tol_for(dt)));
       }
-  // Unsupported dtype is a ShapeError, not a silent no-op.
+  // Unsupported dtype is a ShapeError (NotSupportedError from the table), not a silent no-op.
   HostBuf ib(DType::I32, 4);
   parity::DevBuf dib(ib);
   std::vector<const void*> ptrs(static_cast<size_t>(c.arity), dib.data());
   std::vector<kernels::StridedLayout> ls(static_cast<size_t>(c.arity), parity::row_major({4}));
-  EXPECT_THROW(c.launch(dib.data(), DType::I32, parity::row_major({4}), ptrs, ls, parity::stream0()),
-               engine::ShapeError);
+  EXPECT_THROW(c.launch(dib.data(), DType::I32, parity::row_major({4}), ptrs, ls), engine::ShapeError);
 #endif
 }
 

@@ -1,4 +1,4 @@
-// CUDA row sums (kernels/cuda/reduce.h) against the CPU twin sum_rows_cpu on the same random
+// CUDA row sums (the sum_rows entry) against the CPU twin on the same random
 // input, short rows (warp path) and long rows (block path), and ops::sum/mean on CUDA tensors.
 // Label gpu: skips without a device (fails with Y9_REQUIRE_GPU=1).
 #include <gtest/gtest.h>
@@ -7,14 +7,9 @@
 #include <cmath>
 
 #include "engine/tensor.h"
-#include "kernels/cpu/reduce.h"
 #include "ops/reduce.h"
 #include "tests/kernels/cuda_parity.h"
 #include "tests/testutil.h"
-
-#if defined(Y9_WITH_CUDA)
-#include "kernels/cuda/reduce.h"
-#endif
 
 namespace {
 
@@ -36,17 +31,15 @@ TEST(ReduceCuda, SumRowsMatchesCpuTwin) {
         // CPU twin in its dtype (F32/F64); F16/BF16 through the F32 twin, rounded back.
         HostBuf ref(dt == DType::F64 ? DType::F64 : DType::F32, rows);
         if (dt == DType::F64) {
-          kernels::cpu::sum_rows_cpu(static_cast<const double*>(in.data()), static_cast<double*>(ref.data()), rows, n,
-                                     scale);
+          parity::run_cpu(engine::kSumRows, DType::F64, in.data(), ref.data(), DType::F64, rows, n, scale);
         } else {
           HostBuf in32 = parity::convert(in, DType::F32);
-          kernels::cpu::sum_rows_cpu(static_cast<const float*>(in32.data()), static_cast<float*>(ref.data()), rows, n,
-                                     scale);
+          parity::run_cpu(engine::kSumRows, DType::F32, in32.data(), ref.data(), DType::F32, rows, n, scale);
         }
         ref = parity::convert(ref, dt);
         HostBuf out = parity::random_buf(dt, rows, seed++);
         parity::DevBuf din(in), dout(out);
-        kernels::cuda::sum_rows_cuda(din.data(), dout.data(), dt, rows, n, scale, parity::stream0());
+        parity::run_cuda(engine::kSumRows, dt, din.data(), dout.data(), dt, rows, n, scale);
         HostBuf got = dout.download();
         // Float accumulation (double on the CPU): allow 32 FLT_EPSILON of the row's sum of |x|
         // (error of ~n/32 sequential adds plus a 5-level tree; observed far below), plus the
@@ -61,7 +54,7 @@ TEST(ReduceCuda, SumRowsMatchesCpuTwin) {
           ASSERT_LE(std::fabs(g[i] - r[i]), tol) << "row " << i << ": cuda " << g[i] << " cpu " << r[i];
         }
         // Deterministic: a second run is bitwise equal.
-        kernels::cuda::sum_rows_cuda(din.data(), dout.data(), dt, rows, n, scale, parity::stream0());
+        parity::run_cuda(engine::kSumRows, dt, din.data(), dout.data(), dt, rows, n, scale);
         EXPECT_TRUE(parity::bitwise_equal(dout.download(), got));
       }
 #endif

@@ -1,7 +1,8 @@
 // One official train_dual.py optimizer iteration (step_*.json fixtures): from the model
 // fixture's initial state, the loss fixture's gradients and the model fixture's BN statistics
 // after the train-mode forward, run clip_grad_norm_(10) -> SGD(nesterov, 3 official groups, flat
-// parameter and gradient buffers) -> ModelEMA.update, with the warm-up / LambdaLR group settings
+// parameter and gradient buffers of a ParamStore in registration order) -> ModelEMA.update (flat
+// buffers of the parameters and the BatchNorm statistics), with the warm-up / LambdaLR settings
 // of each variant, and compare parameters, momentum buffers and EMA with the fixture.
 // The forward pass and the loss are NOT run here (they have their own fixture tests); the
 // gradients are the loss fixture's grad.* (the step fixture documents that they are the same).
@@ -14,17 +15,18 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "engine/clip.h"
-#include "engine/ema.h"
+#include "apps/training/clip.h"
+#include "apps/training/ema.h"
+#include "apps/training/optim.h"
+#include "apps/training/param_groups.h"
+#include "apps/training/param_store.h"
+#include "apps/training/schedule.h"
 #include "engine/flat_params.h"
-#include "engine/optim.h"
-#include "engine/schedule.h"
 #include "graph/model.h"
-#include "graph/param_groups.h"
 #include "io/safetensors.h"
 #include "tests/testutil.h"
 
-using engine::NamedTensors;
+using training::NamedTensors;
 using engine::Tensor;
 using nlohmann::json;
 
@@ -73,9 +75,9 @@ TEST(OptimStepRef, AllFixtures) {
     const double lr0 = hyp.at("lr0"), momentum = hyp.at("momentum");
     const int64_t bs = J.at("batch_size_for_decay"), nbs = J.value("nbs", 64);
     const int64_t accumulate = J.at("accumulate"), nw = J.at("nw");
-    EXPECT_EQ(engine::official_accumulate(bs, nbs), accumulate);
-    const double decay = engine::official_weight_decay(hyp.at("weight_decay").get<double>(), bs, accumulate, nbs);
-    engine::WarmupHyp wh;
+    EXPECT_EQ(training::official_accumulate(bs, nbs), accumulate);
+    const double decay = training::official_weight_decay(hyp.at("weight_decay").get<double>(), bs, accumulate, nbs);
+    training::WarmupHyp wh;
     wh.warmup_epochs = hyp.at("warmup_epochs");
     wh.warmup_momentum = hyp.at("warmup_momentum");
     wh.warmup_bias_lr = hyp.at("warmup_bias_lr");
@@ -89,7 +91,7 @@ TEST(OptimStepRef, AllFixtures) {
     auto model = graph::Model::from_yaml(std::string(Y9_SOURCE_DIR) + "/configs/models/" + cfg, MJ.at("nc"), bo);
     const NamedTensors model_params = model->named_parameters();
     const NamedTensors model_state = model->state_dict();
-    const engine::OfficialParamSplit names_split = graph::official_param_split(*model);
+    const training::OfficialParamSplit names_split = training::official_param_split(*model);
 
     // --- group membership: our split vs the fixture's lists (names and order) -------------------
     int64_t n_member_lists = 0;
@@ -112,40 +114,49 @@ TEST(OptimStepRef, AllFixtures) {
 
     for (const auto& [vname, V] : J.at("variants").items()) {
       SCOPED_TRACE(vname);
-      // --- fresh parameters from the initial state, flat-packed in group order ------------------
+      // --- fresh parameters from the initial state, in a ParamStore (registration order) ----------
       std::map<std::string, Tensor> P;  // name -> parameter
+      NamedTensors ordered;
       for (const auto& [n, t] : model_params) {
         Tensor p = M.at("state." + n).clone();
         const bool has_grad = L.count("grad." + n) > 0;
         EXPECT_EQ(has_grad, t.requires_grad()) << n;  // frozen DFL weights have no gradient
         if (has_grad) p.set_requires_grad(true);
         P[n] = p;
+        ordered.emplace_back(n, p);
       }
-      engine::OfficialParamSplit split;
-      NamedTensors packed;
+      training::ParamStore store(ordered);
+      training::OfficialParamSplit split;
       for (auto [src, dst] : {std::pair{&names_split.bias, &split.bias}, std::pair{&names_split.decay, &split.decay},
                               std::pair{&names_split.norm, &split.norm}})
-        for (const auto& [n, t] : *src) {
-          dst->emplace_back(n, P.at(n));
-          packed.emplace_back(n, P.at(n));
-        }
-      engine::FlatBuffer fparams = engine::pack_flat(packed);
-      engine::FlatBuffer fgrads = engine::attach_flat_grads(packed);
-      for (const auto& [n, p] : packed)
+        for (const auto& [n, t] : *src) dst->emplace_back(n, P.at(n));
+      for (const auto& [n, p] : ordered)
         if (p.requires_grad()) Tensor(p.grad()).copy_(L.at("grad." + n));
 
+      // Buffers from the initial state: floating ones packed flat (the EMA blends flat buffers).
+      std::map<std::string, Tensor> B;
+      NamedTensors float_buffers, state;
+      for (const auto& [n, t] : model_state) {
+        if (P.count(n)) {
+          state.emplace_back(n, P.at(n));
+          continue;
+        }
+        Tensor b = M.at("state." + n).clone();
+        B[n] = b;
+        state.emplace_back(n, b);
+        if (engine::is_floating(b.dtype())) float_buffers.emplace_back(n, b);
+      }
+      const engine::FlatBuffer fbuf = engine::pack_flat(float_buffers);
       // EMA from the initial state (before the iteration), all state_dict entries.
-      NamedTensors init_state;
-      for (const auto& [n, t] : model_state) init_state.emplace_back(n, M.at("state." + n));
-      engine::ModelEMA ema(init_state);
+      training::ModelEMA ema({store.params(), fbuf}, state);
 
       // --- optimizer and lr/momentum of the variant ---------------------------------------------
-      auto opt = engine::make_official_optimizer(engine::OptimizerKind::SGD, split, lr0, momentum, decay);
+      auto opt = training::make_official_optimizer(training::OptimizerKind::SGD, store, split, lr0, momentum, decay);
       const int64_t epochs = J.value("epochs", 100);
-      engine::LambdaLR sched(*opt, engine::make_lr_lambda(engine::LrScheduleKind::Linear, hyp.at("lrf"), epochs));
+      training::LambdaLR sched(*opt, training::make_lr_lambda(training::LrScheduleKind::Linear, hyp.at("lrf"), epochs));
       sched.set_last_epoch(-1);
       const int64_t ni = V.at("ni");
-      if (ni <= nw) engine::apply_warmup(*opt, ni, nw, sched.lf(0), wh, bs);
+      if (ni <= nw) training::apply_warmup(*opt, ni, nw, sched.lf(0), wh, bs);
       const json& PG = V.at("param_groups");
       ASSERT_EQ(PG.size(), opt->param_groups().size());
       for (size_t gi = 0; gi < PG.size(); ++gi) {
@@ -158,7 +169,7 @@ TEST(OptimStepRef, AllFixtures) {
       }
 
       // --- clip, step, EMA ------------------------------------------------------------------------
-      const double norm = engine::clip_grad_norm_(packed, J.at("variants").at(vname).at("clip_max_norm").get<double>());
+      const double norm = training::clip_grad_norm_(store, J.at("variants").at(vname).at("clip_max_norm").get<double>());
       const double want_norm = V.at("grad_norm_before_clip");
       EXPECT_NEAR(norm, want_norm, 1e-6 * want_norm);
       std::printf("[%s] grad norm before clip: ours %.9g, official %.9g (rel diff %.3g)\n", vname.c_str(), norm,
@@ -168,10 +179,16 @@ TEST(OptimStepRef, AllFixtures) {
 
       NamedTensors after;  // model state after the iteration: stepped params + BN stats after forward
       for (const auto& [n, t] : model_state) {
-        if (P.count(n)) after.emplace_back(n, P.at(n));
-        else after.emplace_back(n, M.at("bn_after_train." + n));
+        if (P.count(n)) {
+          after.emplace_back(n, P.at(n));
+        } else if (engine::is_floating(B.at(n).dtype())) {
+          B.at(n).detach().copy_(M.at("bn_after_train." + n));  // in the flat buffer the EMA reads
+          after.emplace_back(n, B.at(n));
+        } else {
+          after.emplace_back(n, M.at("bn_after_train." + n));
+        }
       }
-      const double d = ema.update(after);
+      const double d = ema.update();
       EXPECT_NEAR(d, V.at("ema_decay_d").get<double>(), 1e-15);
       EXPECT_EQ(ema.updates(), V.at("ema_updates").get<int64_t>());
 
@@ -215,8 +232,6 @@ TEST(OptimStepRef, AllFixtures) {
                   vname.c_str(), worst_model, static_cast<long long>(n_model), worst_ema,
                   static_cast<long long>(n_ema), worst_buf, static_cast<long long>(n_buf),
                   static_cast<long long>(changed), static_cast<long long>(unchanged));
-      (void)fparams;
-      (void)fgrads;
     }
   }
 }

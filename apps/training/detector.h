@@ -10,7 +10,7 @@
 
 #include "apps/training/evaluator.h"
 
-namespace apps {
+namespace training {
 
 /// One input file of a detect source.
 struct SourceFile {
@@ -66,6 +66,6 @@ cv::Scalar class_color_bgr(int64_t c);
 /// that fails to decode, is reported (stderr and DetectSummary::errors, naming the path) and
 /// skipped; the rest is still processed. Throws engine::IoError from list_sources or when an
 /// output cannot be written; engine::Error from the predictor or NMS.
-DetectSummary run_detect(const training::Predictor& predictor, const std::string& source, const DetectOptions& opts);
+DetectSummary run_detect(const Predictor& predictor, const std::string& source, const DetectOptions& opts);
 
-}  // namespace apps
+}  // namespace training

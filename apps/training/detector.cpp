@@ -1,0 +1,393 @@
+// The detect loop (official detect_dual.py run(), WongKinYiu/yolov9 5b1ea9a; shared/spec/eval.md
+// section 6) over images, folders, globs, .txt lists and video files, with annotated outputs,
+// YOLO txt labels and crops (apps/detector.h).
+#include "apps/training/detector.h"
+
+#include <glob.h>
+
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+#include <opencv2/videoio.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "engine/error.h"
+#include "io/augment.h"
+#include "io/image.h"
+#include "io/paths.h"
+#include "ops/nms.h"
+#include "ops/ops.h"
+
+namespace fs = std::filesystem;
+
+namespace training {
+
+
+using engine::DType;
+using engine::Tensor;
+
+namespace {
+
+const std::vector<std::string> kImgFormats = {"bmp", "dng", "jpeg", "jpg", "mpo", "png", "tif", "tiff", "webp", "pfm"};
+const std::vector<std::string> kVidFormats = {"asf", "avi", "gif", "m4v", "mkv", "mov", "mp4", "mpeg", "mpg", "ts", "wmv"};
+
+std::string lower_ext(const std::string& p) {
+  std::string e = fs::path(p).extension().string();
+  if (!e.empty() && e[0] == '.') e = e.substr(1);
+  std::transform(e.begin(), e.end(), e.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return e;
+}
+
+bool in(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+std::vector<std::string> glob_sorted(const std::string& pattern) {
+  std::vector<std::string> out;
+  glob_t g{};
+  if (::glob(pattern.c_str(), 0, nullptr, &g) == 0)
+    for (size_t i = 0; i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);
+  globfree(&g);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+double det_now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string gfmt(double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%g", v);
+  return b;
+}
+
+std::string det_class_name(const std::vector<std::string>& names, int64_t c) {
+  return c >= 0 && c < static_cast<int64_t>(names.size()) ? names[static_cast<size_t>(c)] : std::to_string(c);
+}
+
+// Official save_one_box(xyxy, imc, gain=1.02, pad=10, square=False, BGR=True).
+void save_crop(const cv::Mat& im, const float* xyxy, const fs::path& file) {
+  const float cx = (xyxy[0] + xyxy[2]) / 2, cy = (xyxy[1] + xyxy[3]) / 2;
+  const float w = (xyxy[2] - xyxy[0]) * 1.02f + 10, h = (xyxy[3] - xyxy[1]) * 1.02f + 10;
+  auto clampi = [](float v, int hi) { return std::clamp(static_cast<int>(static_cast<int64_t>(v)), 0, hi); };
+  const int x1 = clampi(cx - w / 2, im.cols), x2 = clampi(cx + w / 2, im.cols);
+  const int y1 = clampi(cy - h / 2, im.rows), y2 = clampi(cy + h / 2, im.rows);
+  if (x2 <= x1 || y2 <= y1) return;
+  fs::create_directories(file.parent_path());
+  const fs::path f = io::increment_path(file.string());
+  Y9_CHECK_T(engine::IoError, cv::imwrite(f.string(), im(cv::Rect(x1, y1, x2 - x1, y2 - y1)), {cv::IMWRITE_JPEG_QUALITY, 95}),
+             "cannot write ", f.string());
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+std::vector<SourceFile> list_sources(const std::string& source) {
+  std::vector<std::string> entries;
+  if (lower_ext(source) == "txt" && fs::is_regular_file(source)) {
+    std::ifstream f(source);
+    Y9_CHECK_T(engine::IoError, f.good(), "cannot read source list ", source);
+    std::string tok;
+    while (f >> tok) entries.push_back(tok);
+  } else {
+    entries.push_back(source);
+  }
+  std::vector<std::string> files;
+  for (const auto& e : entries) {
+    if (e.find('*') != std::string::npos) {
+      auto g = glob_sorted(e);
+      files.insert(files.end(), g.begin(), g.end());
+    } else if (fs::is_directory(e)) {
+      auto g = glob_sorted((fs::path(e) / "*.*").string());
+      files.insert(files.end(), g.begin(), g.end());
+    } else if (fs::exists(e)) {
+      files.push_back(e);
+    } else {
+      Y9_THROW(engine::IoError, e, " does not exist");
+    }
+  }
+  std::vector<SourceFile> out;
+  for (const auto& f : files) {
+    const std::string e = lower_ext(f);
+    std::error_code ec;
+    fs::path abs = fs::weakly_canonical(fs::absolute(f), ec);
+    const std::string p = ec ? f : abs.string();
+    if (in(kImgFormats, e)) out.push_back({p, false});
+  }
+  for (const auto& f : files) {
+    const std::string e = lower_ext(f);
+    std::error_code ec;
+    fs::path abs = fs::weakly_canonical(fs::absolute(f), ec);
+    if (in(kVidFormats, e)) out.push_back({ec ? f : abs.string(), true});
+  }
+  Y9_CHECK_T(engine::IoError, !out.empty(), "No images or videos found in ", source,
+             ". Supported formats are:\nimages: ", join(kImgFormats), "\nvideos: ", join(kVidFormats));
+  return out;
+}
+
+cv::Scalar class_color_bgr(int64_t c) {
+  static const uint32_t hex[20] = {0xFF3838, 0xFF9D97, 0xFF701F, 0xFFB21D, 0xCFD231, 0x48F90A, 0x92CC17,
+                                   0x3DDB86, 0x1A9334, 0x00D4BB, 0x2C99A8, 0x00C2FF, 0x344593, 0x6473FF,
+                                   0x0018EC, 0x8438FF, 0x520085, 0xCB38FF, 0xFF95C8, 0xFF37C7};
+  const uint32_t h = hex[((c % 20) + 20) % 20];
+  return cv::Scalar(h & 0xFF, (h >> 8) & 0xFF, (h >> 16) & 0xFF);
+}
+
+void box_label(cv::Mat& im, float x1, float y1, float x2, float y2, const std::string& label, const cv::Scalar& color,
+               int lw) {
+  cv::Point p1(static_cast<int>(x1), static_cast<int>(y1)), p2(static_cast<int>(x2), static_cast<int>(y2));
+  cv::rectangle(im, p1, p2, color, lw, cv::LINE_AA);
+  if (label.empty()) return;
+  const int tf = std::max(lw - 1, 1);
+  int base = 0;
+  const cv::Size ts = cv::getTextSize(label, cv::FONT_HERSHEY_SIMPLEX, lw / 3.0, tf, &base);
+  const bool outside = p1.y - ts.height >= 3;
+  cv::Point q2(p1.x + ts.width, outside ? p1.y - ts.height - 3 : p1.y + ts.height + 3);
+  cv::rectangle(im, p1, q2, color, -1, cv::LINE_AA);
+  cv::putText(im, label, cv::Point(p1.x, outside ? p1.y - 2 : p1.y + ts.height + 2), cv::FONT_HERSHEY_SIMPLEX, lw / 3.0,
+              cv::Scalar(255, 255, 255), tf, cv::LINE_AA);
+}
+
+namespace {
+
+/// One detect run over a source list, in named steps: per image or frame, letterbox ->
+/// predictor -> NMS -> boxes to the original image -> log line, txt labels, boxes, crops.
+class DetectRun {
+ public:
+  DetectRun(const Predictor& predictor, const DetectOptions& o)
+      : predictor_(predictor), o_(o), dir_(o.save_dir), save_img_(!o.nosave),
+        k255_(Tensor::full({1}, 255.0, DType::F32, o.device)) {
+    fs::create_directories(dir_);
+    if (o.save_txt) fs::create_directories(dir_ / "labels");
+    nms_.conf_thres = o.conf_thres;
+    nms_.iou_thres = o.iou_thres;
+    nms_.classes = o.classes;
+    nms_.agnostic = o.agnostic_nms;
+    nms_.multi_label = false;
+    nms_.max_det = o.max_det;
+  }
+
+  void image_file(const SourceFile& src, int64_t count, int64_t nf) {
+    const fs::path p(src.path);
+    const std::string tag = "image " + std::to_string(count) + "/" + std::to_string(nf) + " " + src.path;
+    cv::Mat im0;
+    try {
+      im0 = io::read_image_bgr(src.path);
+    } catch (const engine::IoError& e) {
+      fail(tag + ": cannot read image (" + e.message() + "); skipped");
+      return;
+    }
+    process(im0, src.path, tag + ": ", p.stem().string());
+    if (save_img_) {
+      const std::string out = (dir_ / p.filename()).string();
+      Y9_CHECK_T(engine::IoError, cv::imwrite(out, im0), "cannot write ", out);
+      sum_.outputs.push_back(out);
+    }
+  }
+
+  void video_file(const SourceFile& src, int64_t count, int64_t nf) {
+    const fs::path p(src.path);
+    const std::string tag = "video " + std::to_string(count) + "/" + std::to_string(nf);
+    cv::VideoCapture cap(src.path);
+    if (!cap.isOpened()) {
+      fail(tag + " " + src.path + ": cannot open video; skipped");
+      return;
+    }
+    const int stride = std::max(1, o_.vid_stride);
+    const int64_t frames = static_cast<int64_t>(cap.get(cv::CAP_PROP_FRAME_COUNT) / stride);
+    double fps = cap.get(cv::CAP_PROP_FPS);
+    if (!(fps > 0) || !std::isfinite(fps)) fps = 30;
+    cv::VideoWriter writer;
+    const std::string out = (dir_ / (p.stem().string() + ".mp4")).string();
+    int64_t frame = 0;
+    for (;;) {
+      for (int k = 0; k < stride; ++k) cap.grab();
+      cv::Mat im0;
+      if (!cap.retrieve(im0) || im0.empty()) break;
+      ++frame;
+      process(im0, src.path,
+              tag + " (" + std::to_string(frame) + "/" + std::to_string(frames) + ") " + src.path + ": ",
+              p.stem().string() + "_" + std::to_string(frame));
+      if (save_img_) {
+        if (!writer.isOpened()) {
+          writer.open(out, cv::VideoWriter::fourcc('m', 'p', '4', 'v'), fps, im0.size());
+          Y9_CHECK_T(engine::IoError, writer.isOpened(), "cannot write video ", out);
+          sum_.outputs.push_back(out);
+        }
+        writer.write(im0);
+      }
+    }
+    if (frame == 0)
+      fail(tag + " " + src.path + ": no readable frame; skipped");
+    else if (frame < frames)
+      fail(tag + " " + src.path + ": frame " + std::to_string(frame + 1) + " of " + std::to_string(frames) +
+           " unreadable; rest of the video skipped");
+  }
+
+  DetectSummary finish() {
+    const double seen = std::max<double>(1.0, static_cast<double>(sum_.images));
+    sum_.pre_ms = dt_pre_ / seen * 1e3;
+    sum_.inf_ms = dt_inf_ / seen * 1e3;
+    sum_.nms_ms = dt_nms_ / seen * 1e3;
+    if (o_.print) {
+      std::printf("Speed: %.1fms pre-process, %.1fms inference, %.1fms NMS per image at shape (1, 3, %d, %d)\n",
+                  sum_.pre_ms, sum_.inf_ms, sum_.nms_ms, o_.imgsz, o_.imgsz);
+      std::fflush(stdout);
+    }
+    return sum_;
+  }
+
+ private:
+  void fail(const std::string& msg) {
+    std::fprintf(stderr, "detect: ERROR %s\n", msg.c_str());
+    std::fflush(stderr);
+    sum_.errors.push_back(msg);
+    ++sum_.failed;
+  }
+
+  /// Letterboxed RGB planes of im0: [1, 3, H, W] uint8 on the host.
+  static Tensor to_planes(const cv::Mat& letterboxed) {
+    const int H = letterboxed.rows, W = letterboxed.cols;
+    cv::Mat rgb;
+    cv::cvtColor(letterboxed, rgb, cv::COLOR_BGR2RGB);
+    Tensor u8 = Tensor::empty({1, 3, H, W}, DType::U8);
+    uint8_t* d = u8.data<uint8_t>();
+    for (int y = 0; y < H; ++y) {
+      const uint8_t* s = rgb.ptr<uint8_t>(y);
+      for (int x = 0; x < W; ++x)
+        for (int c = 0; c < 3; ++c) d[(static_cast<int64_t>(c) * H + y) * W + x] = s[3 * x + c];
+    }
+    return u8;
+  }
+
+  /// Official scale_boxes with the letterbox's ratio_pad, then round: det [n, 6] in place.
+  static void boxes_to_original(Tensor& det, int H, int W, const cv::Mat& im0) {
+    float* dp = det.data<float>();
+    const double gain = std::min(static_cast<double>(H) / im0.rows, static_cast<double>(W) / im0.cols);
+    const double pw = (W - im0.cols * gain) / 2, ph = (H - im0.rows * gain) / 2;
+    for (int64_t i = 0; i < det.size(0); ++i) {
+      float* r = dp + 6 * i;
+      for (int k = 0; k < 4; ++k) {
+        double v = (r[k] - (k % 2 == 0 ? pw : ph)) / gain;
+        v = std::clamp(v, 0.0, static_cast<double>(k % 2 == 0 ? im0.cols : im0.rows));
+        r[k] = static_cast<float>(std::nearbyint(static_cast<float>(v)));
+      }
+    }
+  }
+
+  /// One image or frame: im0 is annotated in place.
+  void process(cv::Mat& im0, const std::string& path, const std::string& prefix, const std::string& txt_stem) {
+    io::LetterboxResult lb = io::letterbox(im0, o_.imgsz, o_.imgsz, /*auto_pad=*/true, false, true, 32);
+    const int H = lb.img.rows, W = lb.img.cols;
+    const double t0 = det_now_s();
+    Tensor u8 = to_planes(lb.img);
+    Tensor im = ops::div(u8.to(o_.device).to(DType::F32), k255_);
+    const double t1 = det_now_s();
+    io::Batch b;
+    b.images = u8;
+    b.paths = {path};
+    b.indices = {0};
+    b.targets = Tensor::zeros({0, 6});
+    Tensor pred = predictor_(im, b);
+    const double t2 = det_now_s();
+    Tensor det = ops::non_max_suppression(pred, nms_)[0].to(engine::Device::cpu()).to(DType::F32).contiguous().clone();
+    const double t3 = det_now_s();
+    dt_pre_ += t1 - t0;
+    dt_inf_ += t2 - t1;
+    dt_nms_ += t3 - t2;
+    ++sum_.images;
+    sum_.detections += det.size(0);
+    boxes_to_original(det, H, W, im0);
+    write_outputs(im0, det, path, txt_stem);
+    if (o_.print) {
+      std::string s = prefix + std::to_string(H) + "x" + std::to_string(W) + " ";
+      std::map<int64_t, int64_t> counts;
+      const float* dp = det.data<float>();
+      for (int64_t i = 0; i < det.size(0); ++i) ++counts[static_cast<int64_t>(dp[6 * i + 5])];
+      for (const auto& [c, k] : counts)
+        s += std::to_string(k) + " " + det_class_name(o_.names, c) + (k > 1 ? "s" : "") + ", ";
+      std::printf("%s%s%.1fms\n", s.c_str(), det.size(0) ? "" : "(no detections), ", (t2 - t1) * 1e3);
+      std::fflush(stdout);
+    }
+  }
+
+  /// txt labels, boxes on im0 and crops for det [n, 6] in original-image pixels.
+  void write_outputs(cv::Mat& im0, const Tensor& det, const std::string& path, const std::string& txt_stem) {
+    const int64_t n = det.size(0);
+    const float* dp = det.data<float>();
+    cv::Mat imc = o_.save_crop ? im0.clone() : cv::Mat();
+    std::ofstream txt;
+    if (o_.save_txt && n > 0) {
+      const fs::path tp = dir_ / "labels" / (txt_stem + ".txt");
+      txt.open(tp, std::ios::app);
+      Y9_CHECK_T(engine::IoError, txt.good(), "cannot write ", tp.string());
+    }
+    const int lw = o_.line_thickness > 0
+                       ? o_.line_thickness
+                       : std::max(static_cast<int>(std::lround((im0.rows + im0.cols + 3) / 2.0 * 0.003)), 2);
+    for (int64_t i = n - 1; i >= 0; --i) {  // official: reversed(det)
+      const float* r = dp + 6 * i;
+      const int64_t c = static_cast<int64_t>(r[5]);
+      if (o_.save_txt) {
+        const float cx = (r[0] + r[2]) / 2 / im0.cols, cy = (r[1] + r[3]) / 2 / im0.rows;
+        const float w = (r[2] - r[0]) / im0.cols, h = (r[3] - r[1]) / im0.rows;
+        txt << gfmt(r[5]) << ' ' << gfmt(cx) << ' ' << gfmt(cy) << ' ' << gfmt(w) << ' ' << gfmt(h);
+        if (o_.save_conf) txt << ' ' << gfmt(r[4]);
+        txt << '\n';
+      }
+      if (save_img_ || o_.save_crop) {
+        std::string label;
+        if (!o_.hide_labels) {
+          label = det_class_name(o_.names, c);
+          if (!o_.hide_conf) {
+            char b2[32];
+            std::snprintf(b2, sizeof b2, " %.2f", r[4]);
+            label += b2;
+          }
+        }
+        box_label(im0, r[0], r[1], r[2], r[3], label, class_color_bgr(c), lw);
+      }
+      if (o_.save_crop)
+        save_crop(imc, r, dir_ / "crops" / det_class_name(o_.names, c) / (fs::path(path).stem().string() + ".jpg"));
+    }
+  }
+
+  const Predictor& predictor_;
+  const DetectOptions& o_;
+  fs::path dir_;
+  bool save_img_;
+  Tensor k255_;
+  ops::NmsOptions nms_;
+  DetectSummary sum_;
+  double dt_pre_ = 0, dt_inf_ = 0, dt_nms_ = 0;
+};
+
+}  // namespace
+
+DetectSummary run_detect(const Predictor& predictor, const std::string& source, const DetectOptions& o) {
+  const std::vector<SourceFile> srcs = list_sources(source);
+  DetectRun run(predictor, o);
+  const int64_t nf = static_cast<int64_t>(srcs.size());
+  int64_t count = 0;
+  for (const auto& src : srcs) {
+    ++count;
+    if (src.video) run.video_file(src, count, nf);
+    else run.image_file(src, count, nf);
+  }
+  return run.finish();
+}
+
+}  // namespace training
