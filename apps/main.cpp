@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "apps/commands.h"
+#include "engine/backend.h"
 #include "engine/build_info.h"
 #include "engine/device.h"
 #include "engine/error.h"
@@ -19,6 +20,9 @@ void print_version() {
   std::printf("  backends: cpu (oneDNN convolutions, OpenBLAS GEMM, OpenMP)");
   if (engine::cuda_compiled()) std::printf(", cuda (%s, sm %s)", Y9_CUDA_COMPILER, Y9_CUDA_ARCHITECTURES);
   std::printf("\n");
+  for (engine::Backend* b : engine::present_backends())
+    std::printf("  %s kernel entries: %zu (yolov9 info --backends lists them with their dtypes)\n", b->name(),
+                b->entries().size());
   int n = engine::cuda_device_count();
   if (!engine::cuda_compiled())
     std::printf("  gpu: not compiled in\n");

@@ -3,6 +3,8 @@
 // whose results are known in closed form, so a fresh build can be trusted at a glance.
 #include "apps/selfcheck.h"
 
+#include "engine/backend.h"
+
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -49,14 +51,16 @@ int self_check() {
 
 void register_info(CLI::App& app) {
   // CLI11 binds options to storage that outlives parsing.
-  static bool self = false;
+  static bool self = false, backends = false;
   static std::string cfg;
   static int64_t img = 640;
   static int64_t nc = -1;
   add_command(
-      app, "info", "print a model summary (--cfg) or run the engine self-check (--self-check)",
+      app, "info", "print a model summary (--cfg), the kernel table (--backends) or run the self-check",
       [](CLI::App& sub) {
         sub.add_flag("--self-check", self, "run the numeric self-check and exit");
+        sub.add_flag("--backends", backends,
+                     "print the kernel table: every entry, the dtypes each backend supports (CPU, CUDA)");
         sub.add_option("--cfg", cfg, "model YAML (official grammar), e.g. configs/models/yolov9-c.yaml");
         sub.add_option("--img,--imgsz", img, "image size for the GFLOPs figure (pixels)")
             ->check(CLI::Range(int64_t{1}, int64_t{1} << 20).description("a positive integer"));
@@ -65,8 +69,12 @@ void register_info(CLI::App& app) {
       },
       []() {
         if (self) return self_check();
+        if (backends) {
+          std::fputs(engine::backend_table().c_str(), stdout);
+          return 0;
+        }
         if (cfg.empty()) {
-          std::fprintf(stderr, "yolov9 info: give --cfg FILE (model summary) or --self-check\n");
+          std::fprintf(stderr, "yolov9 info: give --cfg FILE (model summary), --backends or --self-check\n");
           return 2;
         }
         graph::BuildOptions opts;

@@ -192,19 +192,22 @@ std::string backend_table() {
     for (const auto& e : b->entries())
       if (std::find(names.begin(), names.end(), e) == names.end()) names.push_back(e);
   std::sort(names.begin(), names.end());
-  size_t w = 6;
-  for (const auto& n : names) w = std::max(w, n.size());
-  std::ostringstream os;
-  auto pad = [](std::string s, size_t n) {
-    s.resize(std::max(n, s.size()), ' ');
-    return s;
-  };
-  os << pad("kernel", w + 2);
-  for (Backend* b : slots()) os << pad(std::string(b->name()) + (b->present() ? "" : " (not built)"), 26);
-  os << "\n";
+  // Cells: row 0 is the header.
+  std::vector<std::vector<std::string>> rows{{"kernel"}};
+  for (Backend* b : slots()) rows[0].push_back(std::string(b->name()) + (b->present() ? "" : " (not built)"));
   for (const auto& n : names) {
-    os << pad(n, w + 2);
-    for (Backend* b : slots()) os << pad(b->dtypes(n).str(), 26);
+    rows.push_back({n});
+    for (Backend* b : slots()) rows.back().push_back(b->dtypes(n).str());
+  }
+  std::vector<size_t> w(rows[0].size(), 0);
+  for (const auto& r : rows)
+    for (size_t c = 0; c < r.size(); ++c) w[c] = std::max(w[c], r[c].size());
+  std::ostringstream os;
+  for (const auto& r : rows) {
+    for (size_t c = 0; c < r.size(); ++c) {
+      os << r[c];
+      if (c + 1 < r.size()) os << std::string(w[c] + 2 - r[c].size(), ' ');
+    }
     os << "\n";
   }
   return os.str();
