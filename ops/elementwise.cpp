@@ -155,6 +155,9 @@ Tensor clamp(const Tensor& x, double lo, double hi) {
 Tensor silu(const Tensor& x) { return unary(UnaryOp::Silu, x, 0, 0, "silu", "SiluBackward"); }
 Tensor sigmoid(const Tensor& x) { return unary(UnaryOp::Sigmoid, x, 0, 0, "sigmoid", "SigmoidBackward"); }
 Tensor relu(const Tensor& x) { return unary(UnaryOp::Relu, x, 0, 0, "relu", "ReluBackward"); }
+Tensor leaky_relu(const Tensor& x, double negative_slope) {
+  return unary(UnaryOp::LeakyRelu, x, negative_slope, 0, "leaky_relu", "LeakyReluBackward");
+}
 
 // --- BCE with logits ----------------------------------------------------------------------------------
 

@@ -33,6 +33,13 @@ Tensor clamp(const Tensor& x, double lo, double hi);
 Tensor silu(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor relu(const Tensor& x);
+/// LeakyReLU: x > 0 ? x : negative_slope * x, elementwise, any shape and layout (torch
+/// nn.LeakyReLU; "Rectifier Nonlinearities Improve Neural Network Acoustic Models", Maas et al.,
+/// ICML 2013). Gradient dy where x > 0, else negative_slope * dy (PyTorch's choice at 0).
+/// Dtypes: those the device's unary entries claim (CPU F32/F64; CUDA F32/F64/F16/BF16).
+/// Throws engine::ShapeError on an undefined input, NotSupportedError on an unclaimed dtype.
+/// Bitwise deterministic.
+Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
 
 // --- shape ops --------------------------------------------------------------------------------
 /// Concatenates along `dim` (all other sizes equal; official Concat uses dim 1).

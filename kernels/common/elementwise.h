@@ -69,6 +69,7 @@ enum class UnaryOp : int {
   Silu = 8,       ///< x * sigmoid(x) ("Sigmoid-Weighted Linear Units", Elfwing et al. 2018)
   Sigmoid = 9,    ///< 1 / (1 + e^-x)
   Relu = 10,      ///< max(x, 0)
+  LeakyRelu = 11, ///< x > 0 ? x : p0 * x (nn.LeakyReLU(negative_slope = p0))
 };
 
 /// Calls f(std::integral_constant<UnaryOp, OP>{}) for the runtime `op`, so kernels instantiate a
@@ -87,9 +88,10 @@ inline decltype(auto) visit_unary(UnaryOp op, F&& f) {
     case UnaryOp::Clamp: return f(std::integral_constant<UnaryOp, UnaryOp::Clamp>{});
     case UnaryOp::Silu: return f(std::integral_constant<UnaryOp, UnaryOp::Silu>{});
     case UnaryOp::Sigmoid: return f(std::integral_constant<UnaryOp, UnaryOp::Sigmoid>{});
-    case UnaryOp::Relu: break;
+    case UnaryOp::Relu: return f(std::integral_constant<UnaryOp, UnaryOp::Relu>{});
+    case UnaryOp::LeakyRelu: break;
   }
-  return f(std::integral_constant<UnaryOp, UnaryOp::Relu>{});
+  return f(std::integral_constant<UnaryOp, UnaryOp::LeakyRelu>{});
 }
 
 /// What a UnaryOp's backward reads besides dy: the forward input x, the forward output y, both or
@@ -101,6 +103,7 @@ constexpr UnarySaves unary_saves(UnaryOp op) {
   switch (op) {
     case UnaryOp::Exp: case UnaryOp::Sqrt: case UnaryOp::Sigmoid: return {false, true};
     case UnaryOp::Log: case UnaryOp::PowScalar: case UnaryOp::Clamp: case UnaryOp::Silu: case UnaryOp::Relu:
+    case UnaryOp::LeakyRelu:
       return {true, false};
     default: return {false, false};
   }
@@ -124,6 +127,7 @@ Y9_HD T unary_fwd(UnaryOp op, T x, T p0, T p1) {
     case UnaryOp::Silu: return silu_fwd(x);
     case UnaryOp::Sigmoid: return sigmoid_fwd(x);
     case UnaryOp::Relu: return x > T(0) ? x : T(0);
+    case UnaryOp::LeakyRelu: return x > T(0) ? x : p0 * x;
   }
   return x;
 }
@@ -132,7 +136,7 @@ Y9_HD T unary_fwd(UnaryOp op, T x, T p0, T p1) {
 /// unary_saves() names are meaningful). pow: dy * p * x^(p-1) (0 when p == 0, as PyTorch);
 /// clamp: dy on [lo, hi] (bounds included, PyTorch convention), else 0; sqrt: dy / (2 y);
 /// exp: dy * y; log: dy / x; silu: dy * s(x) * (1 + x (1 - s(x))); sigmoid: dy * y * (1 - y);
-/// relu: dy where x > 0.
+/// relu: dy where x > 0; leaky relu: dy where x > 0, else p0 * dy (PyTorch: slope at 0).
 template <typename T>
 Y9_HD T unary_bwd(UnaryOp op, T x, T y, T dy, T p0, T p1) {
   switch (op) {
@@ -150,6 +154,7 @@ Y9_HD T unary_bwd(UnaryOp op, T x, T y, T dy, T p0, T p1) {
     }
     case UnaryOp::Sigmoid: return dy * y * (T(1) - y);
     case UnaryOp::Relu: return x > T(0) ? dy : T(0);
+    case UnaryOp::LeakyRelu: return x > T(0) ? dy : p0 * dy;
   }
   return dy;
 }

@@ -27,6 +27,21 @@ TEST(Activation, ValuesMatchClosedForm) {
   }
 }
 
+TEST(Activation, LeakyReluValuesAndGradient) {
+  Tensor x = testutil::random_tensor({4, 6}, 2, -3, 3);
+  auto xv = x.to_vector<double>();
+  auto y = ops::leaky_relu(x, 0.1).to_vector<double>();
+  for (size_t i = 0; i < xv.size(); ++i) EXPECT_EQ(y[i], xv[i] > 0 ? xv[i] : 0.1 * xv[i]);
+  EXPECT_EQ(ops::leaky_relu(Tensor::from_vector<double>({-2.0}, {1})).item<double>(), -0.02);  // default slope
+  Tensor xs = x.detach().clone();
+  xs.set_requires_grad(true);
+  ops::leaky_relu(xs, 0.2).backward(Tensor::ones({4, 6}, DType::F64));
+  auto g = xs.grad().to_vector<double>();
+  for (size_t i = 0; i < xv.size(); ++i) EXPECT_EQ(g[i], xv[i] > 0 ? 1.0 : 0.2);
+  EXPECT_TRUE(testutil::gradcheck([](const std::vector<Tensor>& in) { return ops::leaky_relu(in[0], 0.3); },
+                                  {testutil::random_tensor({3, 5}, 3, -1, 1)}));
+}
+
 TEST(Activation, F32MatchesF64) {
   Tensor x = testutil::random_tensor({4, 9, 11}, 2, -8, 8);
   Tensor xf = x.to(DType::F32);

@@ -172,7 +172,8 @@ std::vector<Row> rows() {
                                    {"clamp", [](const Tensor& t) { return ops::clamp(t, -0.4, 0.3); }, -1, 1},
                                    {"silu", [](const Tensor& t) { return ops::silu(t); }, -4, 4},
                                    {"sigmoid", [](const Tensor& t) { return ops::sigmoid(t); }, -4, 4},
-                                   {"relu", [](const Tensor& t) { return ops::relu(t); }, -1, 1}}) {
+                                   {"relu", [](const Tensor& t) { return ops::relu(t); }, -1, 1},
+                                   {"leaky_relu", [](const Tensor& t) { return ops::leaky_relu(t, 0.1); }, -1, 1}}) {
     auto f = u.f;
     const double lo = u.lo, hi = u.hi;
     // A transposed (strided) input exercises the strided iterator.
