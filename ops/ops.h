@@ -1,8 +1,10 @@
 // The differentiable operators of the engine, one umbrella header. Every op validates its
-// arguments (throwing engine::ShapeError that names the op and the shapes involved), dispatches
-// on the input's device (CPU kernels always; CUDA when built), and records its backward node
-// when autograd needs it. Tensors are NCHW, row-major; strided views are accepted everywhere.
-// CPU dtypes: F32 and F64 (F64 is the reference path used by finite-difference checks).
+// arguments (throwing engine::ShapeError that names the op and the shapes involved), calls the
+// kernel entries of its input's device through the backend table (engine::kernel; a dtype or
+// device without an entry throws engine::NotSupportedError, a ShapeError naming the entry, dtype
+// and device), and records its backward node when autograd needs it. Tensors are NCHW, row-major;
+// strided views are accepted everywhere. CPU dtypes: F32 and F64 (F64 is the reference path used by
+// finite-difference checks); `yolov9 info --backends` lists every entry and dtype.
 #pragma once
 #include <vector>
 

@@ -46,13 +46,16 @@ struct YoloLossResult {
 
 /// The YOLOv9 TAL loss.
 ///   branches: per branch (dual: {aux, main}) the training-mode head maps of each level,
-///     [B, 4*reg_max + nc, H_l, W_l] NCHW (levels P3, P4, P5 with cfg.strides), F32 or F64, CPU.
+///     [B, 4*reg_max + nc, H_l, W_l] NCHW (levels P3, P4, P5 with cfg.strides), one dtype and device
+///     (the device's yolo_decode / yolo_branch_loss / tal_assign entries: CPU F32, F64).
 ///   targets: [N, 6] (image index, class, cx, cy, w, h normalised to the input), host tensor.
 /// Per branch: decode (softmax-expectation DFL), TaskAlignedAssigner on sigmoid scores and px
 /// boxes, then L_cls = sum BCE / tss, L_box = sum (1 - CIoU) w / tss, L_dfl = sum DFL w / tss
 /// (tss = max(sum target_scores, 1)); items = gains * sum_k weight_k * L_k; total = sum(items) * B.
 /// The backward is one fused kernel per branch (assignment treated as constant, CIoU alpha
-/// constant, as officially). Host reads: only `targets` (to size the padded gt tensor).
+/// constant, as officially). Host reads: `targets` (to size the padded gt tensor) and the three
+/// per-branch loss values and the incoming gradient (combined with the gains on the host);
+/// TODO(CUDA training issue): keep both on the device.
 /// Sources: TOOD (Feng et al., ICCV 2021), "Distance-IoU Loss" (Zheng et al., AAAI 2020),
 /// "Generalized Focal Loss" (Li et al., NeurIPS 2020), YOLOv9 PGI (Wang et al., 2024); official
 /// utils/loss_tal.py and utils/loss_tal_dual.py ComputeLoss.__call__.

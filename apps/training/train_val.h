@@ -1,5 +1,5 @@
 // Validation during training (official train_dual.py -> val_dual.run on the EMA model): the
-// shared validation loop of apps/evaluator.h (rect batches, NMS, metrics in original-image
+// shared validation loop of apps/training/evaluator.h (rect batches, NMS, metrics in original-image
 // pixels, the official table) plus the val losses on the eval-mode head maps.
 #pragma once
 #include <cstdint>

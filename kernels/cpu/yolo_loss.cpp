@@ -1,4 +1,4 @@
-// CPU twin of one branch of the YOLOv9 TAL loss (kernels/cpu/yolo_loss.h). Per-anchor math
+// CPU twin of one branch of the YOLOv9 TAL loss (kernels/common/yolo_loss.h). Per-anchor math
 // comes from kernels/common/box.h; anchors are independent, so loops run in parallel.
 #include "kernels/common/yolo_loss.h"
 
