@@ -273,56 +273,63 @@ ValResult run_validation(graph::Model& model, std::shared_ptr<const io::Augmente
   return run_validation(model_predictor(model), std::move(ds), opts);
 }
 
-ValResult run_validation(const Predictor& predictor, std::shared_ptr<const io::AugmentedDataset> ds,
-                         const ValOptions& opts) {
-  Y9_CHECK(ds != nullptr, "run_validation: no dataset");
-  const io::AugmentOptions& dso = ds->options();
-  const int img_size = dso.img_size;
-  const bool files = !opts.save_dir.empty();
-  const bool plots = files && opts.plots;
-  const bool save_txt = files && (opts.save_txt || opts.save_hybrid);
-  const bool save_json = files && opts.save_json;
-  int64_t nc = opts.single_cls ? 1 : static_cast<int64_t>(opts.names.size());
-  if (!opts.single_cls)
-    for (const auto& r : ds->records())
-      for (const auto& l : r.labels) nc = std::max<int64_t>(nc, static_cast<int64_t>(l[0]) + 1);
-  nc = std::max<int64_t>(nc, 1);
-  if (files) fs::create_directories(fs::path(opts.save_dir));
-  if (save_txt) fs::create_directories(fs::path(opts.save_dir) / "labels");
+namespace {
 
-  io::LoaderOptions lo;
-  lo.batch_size = opts.batch_size;
-  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  lo.workers = std::max(0, std::min({hw, opts.batch_size > 1 ? opts.batch_size : 0, opts.workers}));
-  lo.shuffle = false;
-  lo.epochs = 1;  // only epoch 0 is read: no prefetch into an epoch 1
-  io::DataLoader loader(ds, lo);
-  loader.start_epoch(0);
+/// One validation pass in named steps (official val_dual.py run): per batch, predict -> NMS ->
+/// per image metrics, confusion, txt/JSON outputs; then the table, plots and COCO evaluation.
+class ValidationRun {
+ public:
+  ValidationRun(const Predictor& predictor, std::shared_ptr<const io::AugmentedDataset> ds, const ValOptions& opts)
+      : predictor_(predictor), ds_(std::move(ds)), opts_(opts), img_size_(ds_->options().img_size),
+        files_(!opts.save_dir.empty()), plots_(files_ && opts.plots),
+        save_txt_(files_ && (opts.save_txt || opts.save_hybrid)), save_json_(files_ && opts.save_json),
+        nc_(class_count()), metrics_(nc_), confusion_(nc_), jdict_(nlohmann::json::array()),
+        k255_(Tensor::full({1}, 255.0, DType::F32, opts.device)) {
+    if (files_) fs::create_directories(fs::path(opts.save_dir));
+    if (save_txt_) fs::create_directories(fs::path(opts.save_dir) / "labels");
+    nms_.conf_thres = opts.conf_thres;
+    nms_.iou_thres = opts.iou_thres;
+    nms_.max_det = opts.max_det;
+    nms_.multi_label = true;
+    nms_.agnostic = opts.single_cls;
+  }
 
-  ops::NmsOptions no;
-  no.conf_thres = opts.conf_thres;
-  no.iou_thres = opts.iou_thres;
-  no.max_det = opts.max_det;
-  no.multi_label = true;
-  no.agnostic = opts.single_cls;
+  ValResult run() {
+    io::LoaderOptions lo;
+    lo.batch_size = opts_.batch_size;
+    const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    lo.workers = std::max(0, std::min({hw, opts_.batch_size > 1 ? opts_.batch_size : 0, opts_.workers}));
+    lo.shuffle = false;
+    lo.epochs = 1;  // only epoch 0 is read: no prefetch into an epoch 1
+    io::DataLoader loader(ds_, lo);
+    loader.start_epoch(0);
+    io::Batch batch;
+    for (int64_t bi = 0; loader.next(batch); ++bi) process_batch(batch, bi);
+    summarise();
+    write_plots();
+    write_json();
+    return res_;
+  }
 
-  ops::DetectionMetrics metrics(nc);
-  ops::ConfusionMatrix confusion(nc);
-  nlohmann::json jdict = nlohmann::json::array();
-  ValResult res;
-  double dt_pre = 0, dt_inf = 0, dt_nms = 0;
-  const Tensor k255 = Tensor::full({1}, 255.0, DType::F32, opts.device);
+ private:
+  /// nc = 1 for single_cls, else max(names, label classes + 1).
+  int64_t class_count() const {
+    int64_t nc = opts_.single_cls ? 1 : static_cast<int64_t>(opts_.names.size());
+    if (!opts_.single_cls)
+      for (const auto& r : ds_->records())
+        for (const auto& l : r.labels) nc = std::max<int64_t>(nc, static_cast<int64_t>(l[0]) + 1);
+    return std::max<int64_t>(nc, 1);
+  }
 
-  io::Batch batch;
-  for (int64_t bi = 0; loader.next(batch); ++bi) {
+  void process_batch(const io::Batch& batch, int64_t bi) {
     double t0 = now_s();
-    Tensor im = ops::div(batch.images.to(opts.device).to(DType::F32), k255);
+    Tensor im = ops::div(batch.images.to(opts_.device).to(DType::F32), k255_);
     const int64_t nb = im.size(0), H = im.size(2), W = im.size(3);
     double t1 = now_s();
-    dt_pre += t1 - t0;
-    Tensor preds = predictor(im, batch);
+    dt_pre_ += t1 - t0;
+    Tensor preds = predictor_(im, batch);
     double t2 = now_s();
-    dt_inf += t2 - t1;
+    dt_inf_ += t2 - t1;
 
     // targets to letterboxed pixels, split per image
     const Tensor tg = host_f32(batch.targets);
@@ -331,145 +338,171 @@ ValResult run_validation(const Predictor& predictor, std::shared_ptr<const io::A
     for (int64_t i = 0; i < tg.size(0); ++i) {
       const float* r = tp + 6 * i;
       const auto b = static_cast<size_t>(r[0]);
-      if (b < per_img.size())
-        per_img[b].insert(per_img[b].end(), {r[1], r[2] * W, r[3] * H, r[4] * W, r[5] * H});
+      if (b < per_img.size()) per_img[b].insert(per_img[b].end(), {r[1], r[2] * W, r[3] * H, r[4] * W, r[5] * H});
     }
     std::vector<Tensor> hybrid;
-    if (opts.save_hybrid)
+    if (opts_.save_hybrid)
       for (auto& v : per_img)
         hybrid.push_back(Tensor::from_vector(v, {static_cast<int64_t>(v.size() / 5), 5}).to(preds.device()));
-    std::vector<Tensor> out = ops::non_max_suppression(preds, no, hybrid);
-    dt_nms += now_s() - t2;
+    std::vector<Tensor> out = ops::non_max_suppression(preds, nms_, hybrid);
+    dt_nms_ += now_s() - t2;
 
     std::vector<float> plot_pred;  // output_to_target rows: batch id, cls, cx, cy, w, h, conf
     for (int64_t si = 0; si < nb; ++si) {
-      Tensor pred = host_f32(out[static_cast<size_t>(si)]).clone();
-      const auto& lv = per_img[static_cast<size_t>(si)];
-      const int64_t nl = static_cast<int64_t>(lv.size() / 5), npr = pred.size(0);
-      const io::ImageRecord& rec = ds->records()[static_cast<size_t>(batch.indices[static_cast<size_t>(si)])];
-      const RatioPad rp = ratio_pad(rec, img_size, static_cast<int>(H), static_cast<int>(W));
-      {
-        const float* pp = pred.data<float>();
-        for (int64_t j = 0; j < npr; ++j) {
-          const float* r = pp + 6 * j;
-          plot_pred.insert(plot_pred.end(), {static_cast<float>(si), r[5], (r[0] + r[2]) / 2, (r[1] + r[3]) / 2,
-                                             r[2] - r[0], r[3] - r[1], r[4]});
-        }
-      }
-      // labels -> xyxy original pixels
-      std::vector<float> ln(static_cast<size_t>(nl * 5));
-      for (int64_t i = 0; i < nl; ++i) {
-        const float* r = lv.data() + 5 * i;
-        ln[5 * i] = r[0];
-        ln[5 * i + 1] = r[1] - r[3] / 2;
-        ln[5 * i + 2] = r[2] - r[4] / 2;
-        ln[5 * i + 3] = r[1] + r[3] / 2;
-        ln[5 * i + 4] = r[2] + r[4] / 2;
-      }
-      Tensor labelsn = Tensor::from_vector(ln, {nl, 5});
-      if (nl) {
-        Tensor boxes = labelsn.slice(1, 1, 5).contiguous();
-        scale_boxes_inplace(boxes, rp.gain, rp.pad_w, rp.pad_h, rp.h0, rp.w0);
-        labelsn.slice(1, 1, 5).copy_(boxes);
-      }
-      if (npr == 0) {
-        if (nl) {
-          metrics.add_image(pred.reshape({0, 6}), labelsn, opts.single_cls);
-          if (plots) confusion.process_background(labelsn.select(1, 0).contiguous());
-        } else {
-          metrics.add_image(pred.reshape({0, 6}), labelsn, opts.single_cls);
-        }
-        continue;
-      }
-      if (opts.single_cls) {
-        float* pp = pred.data<float>();
-        for (int64_t j = 0; j < npr; ++j) pp[6 * j + 5] = 0.f;
-      }
-      Tensor predn = pred.clone();
-      scale_boxes_inplace(predn, rp.gain, rp.pad_w, rp.pad_h, rp.h0, rp.w0);
-      metrics.add_image(predn, labelsn, opts.single_cls);
-      if (nl && plots) confusion.process_batch(predn, labelsn);
-      if (save_txt) {
-        const fs::path f = fs::path(opts.save_dir) / "labels" / (fs::path(rec.image_path).stem().string() + ".txt");
-        const bool existed = fs::exists(f);
-        std::ofstream o(f, std::ios::app);
-        Y9_CHECK_T(engine::IoError, o.good(), "cannot write ", f.string());
-        o << yolo_txt_lines(predn, rp.h0, rp.w0, opts.save_conf);
-        if (!existed) ++res.label_files;
-      }
-      if (save_json) append_coco_json(predn, rec.image_path, opts.is_coco, jdict);
+      const io::ImageRecord& rec = ds_->records()[static_cast<size_t>(batch.indices[static_cast<size_t>(si)])];
+      process_image(host_f32(out[static_cast<size_t>(si)]).clone(), per_img[static_cast<size_t>(si)], rec,
+                    static_cast<int>(H), static_cast<int>(W), si, plot_pred);
     }
-    if (plots && bi < 3) {
-      const std::string base = (fs::path(opts.save_dir) / ("val_batch" + std::to_string(bi))).string();
+    if (plots_ && bi < 3) {
+      const std::string base = (fs::path(opts_.save_dir) / ("val_batch" + std::to_string(bi))).string();
       Tensor tgt = tg.clone();
-      io::plot_images(batch.images, tgt, opts.names, base + "_labels.jpg", Tensor(), batch.paths);
+      io::plot_images(batch.images, tgt, opts_.names, base + "_labels.jpg", Tensor(), batch.paths);
       Tensor pt = Tensor::from_vector(plot_pred, {static_cast<int64_t>(plot_pred.size() / 7), 7});
-      io::plot_images(batch.images, pt, opts.names, base + "_pred.jpg", Tensor(), batch.paths);
+      io::plot_images(batch.images, pt, opts_.names, base + "_pred.jpg", Tensor(), batch.paths);
     }
   }
 
-  res.metrics = metrics.compute();
-  res.seen = res.metrics.seen;
-  for (int64_t v : res.metrics.nt_per_class) res.instances += v;
-  res.confusion = confusion.matrix();
-  const double seen = std::max<double>(1.0, static_cast<double>(res.seen));
-  res.pre_ms = dt_pre / seen * 1e3;
-  res.inf_ms = dt_inf / seen * 1e3;
-  res.nms_ms = dt_nms / seen * 1e3;
+  /// One image: detections `pred` [n, 6] in letterboxed pixels, labels `lv` (cls, cx, cy, w, h in
+  /// letterboxed pixels) -> metrics, confusion matrix, txt and JSON outputs, the plot rows.
+  void process_image(Tensor pred, const std::vector<float>& lv, const io::ImageRecord& rec, int H, int W, int64_t si,
+                     std::vector<float>& plot_pred) {
+    const int64_t nl = static_cast<int64_t>(lv.size() / 5), npr = pred.size(0);
+    const RatioPad rp = ratio_pad(rec, img_size_, H, W);
+    {
+      const float* pp = pred.data<float>();
+      for (int64_t j = 0; j < npr; ++j) {
+        const float* r = pp + 6 * j;
+        plot_pred.insert(plot_pred.end(), {static_cast<float>(si), r[5], (r[0] + r[2]) / 2, (r[1] + r[3]) / 2,
+                                           r[2] - r[0], r[3] - r[1], r[4]});
+      }
+    }
+    // labels -> xyxy original pixels
+    std::vector<float> ln(static_cast<size_t>(nl * 5));
+    for (int64_t i = 0; i < nl; ++i) {
+      const float* r = lv.data() + 5 * i;
+      ln[5 * i] = r[0];
+      ln[5 * i + 1] = r[1] - r[3] / 2;
+      ln[5 * i + 2] = r[2] - r[4] / 2;
+      ln[5 * i + 3] = r[1] + r[3] / 2;
+      ln[5 * i + 4] = r[2] + r[4] / 2;
+    }
+    Tensor labelsn = Tensor::from_vector(ln, {nl, 5});
+    if (nl) {
+      Tensor boxes = labelsn.slice(1, 1, 5).contiguous();
+      scale_boxes_inplace(boxes, rp.gain, rp.pad_w, rp.pad_h, rp.h0, rp.w0);
+      labelsn.slice(1, 1, 5).copy_(boxes);
+    }
+    if (npr == 0) {
+      metrics_.add_image(pred.reshape({0, 6}), labelsn, opts_.single_cls);
+      if (nl && plots_) confusion_.process_background(labelsn.select(1, 0).contiguous());
+      return;
+    }
+    if (opts_.single_cls) {
+      float* pp = pred.data<float>();
+      for (int64_t j = 0; j < npr; ++j) pp[6 * j + 5] = 0.f;
+    }
+    Tensor predn = pred.clone();
+    scale_boxes_inplace(predn, rp.gain, rp.pad_w, rp.pad_h, rp.h0, rp.w0);
+    metrics_.add_image(predn, labelsn, opts_.single_cls);
+    if (nl && plots_) confusion_.process_batch(predn, labelsn);
+    if (save_txt_) {
+      const fs::path f = fs::path(opts_.save_dir) / "labels" / (fs::path(rec.image_path).stem().string() + ".txt");
+      const bool existed = fs::exists(f);
+      std::ofstream o(f, std::ios::app);
+      Y9_CHECK_T(engine::IoError, o.good(), "cannot write ", f.string());
+      o << yolo_txt_lines(predn, rp.h0, rp.w0, opts_.save_conf);
+      if (!existed) ++res_.label_files;
+    }
+    if (save_json_) append_coco_json(predn, rec.image_path, opts_.is_coco, jdict_);
+  }
 
-  const bool per_class = (opts.verbose || (nc < 50 && !opts.training)) && nc > 1 && res.seen > 0;
-  res.table = format_val_table(res.metrics, res.seen, opts.names, per_class);
-  if (opts.print) {
-    std::fputs(res.table.c_str(), stdout);
-    if (res.instances == 0)
-      std::printf("WARNING ⚠️ no labels found in %s set, can not compute metrics without labels\n", opts.task.c_str());
-    if (!opts.training)
+  /// Metrics, speeds, the table and its printing.
+  void summarise() {
+    res_.metrics = metrics_.compute();
+    res_.seen = res_.metrics.seen;
+    for (int64_t v : res_.metrics.nt_per_class) res_.instances += v;
+    res_.confusion = confusion_.matrix();
+    const double seen = std::max<double>(1.0, static_cast<double>(res_.seen));
+    res_.pre_ms = dt_pre_ / seen * 1e3;
+    res_.inf_ms = dt_inf_ / seen * 1e3;
+    res_.nms_ms = dt_nms_ / seen * 1e3;
+    const bool per_class = (opts_.verbose || (nc_ < 50 && !opts_.training)) && nc_ > 1 && res_.seen > 0;
+    res_.table = format_val_table(res_.metrics, res_.seen, opts_.names, per_class);
+    if (!opts_.print) return;
+    std::fputs(res_.table.c_str(), stdout);
+    if (res_.instances == 0)
+      std::printf("WARNING ⚠️ no labels found in %s set, can not compute metrics without labels\n", opts_.task.c_str());
+    if (!opts_.training)
       std::printf("Speed: %.1fms pre-process, %.1fms inference, %.1fms NMS per image at shape (%d, 3, %d, %d)\n",
-                  res.pre_ms, res.inf_ms, res.nms_ms, opts.batch_size, img_size, img_size);
+                  res_.pre_ms, res_.inf_ms, res_.nms_ms, opts_.batch_size, img_size_, img_size_);
     std::fflush(stdout);
   }
 
-  if (plots) {
-    const fs::path d(opts.save_dir);
-    io::plot_confusion_matrix(res.confusion, opts.names, true, (d / "confusion_matrix.png").string());
-    const auto& pc = res.metrics.per_class;
-    if (pc.ap_class.defined() && pc.ap_class.numel() > 0) {
-      std::vector<std::string> present;
-      for (int64_t c : pc.ap_class.to_vector<int64_t>()) present.push_back(class_name(opts.names, c));
-      std::vector<double> grid(1000);
-      for (int i = 0; i < 1000; ++i) grid[static_cast<size_t>(i)] = i / 999.0;
-      const Tensor px = Tensor::from_vector(grid, {1000});
-      io::plot_pr_curve(px, pc.pr_curve, pc.ap, present, (d / "PR_curve.png").string());
-      io::plot_mc_curve(px, pc.f1_curve, present, "Confidence", "F1", (d / "F1_curve.png").string());
-      io::plot_mc_curve(px, pc.p_curve, present, "Confidence", "Precision", (d / "P_curve.png").string());
-      io::plot_mc_curve(px, pc.r_curve, present, "Confidence", "Recall", (d / "R_curve.png").string());
-    }
+  /// Confusion matrix and the PR / F1 / P / R curves.
+  void write_plots() const {
+    if (!plots_) return;
+    const fs::path d(opts_.save_dir);
+    io::plot_confusion_matrix(res_.confusion, opts_.names, true, (d / "confusion_matrix.png").string());
+    const auto& pc = res_.metrics.per_class;
+    if (!pc.ap_class.defined() || pc.ap_class.numel() == 0) return;
+    std::vector<std::string> present;
+    for (int64_t c : pc.ap_class.to_vector<int64_t>()) present.push_back(class_name(opts_.names, c));
+    std::vector<double> grid(1000);
+    for (int i = 0; i < 1000; ++i) grid[static_cast<size_t>(i)] = i / 999.0;
+    const Tensor px = Tensor::from_vector(grid, {1000});
+    io::plot_pr_curve(px, pc.pr_curve, pc.ap, present, (d / "PR_curve.png").string());
+    io::plot_mc_curve(px, pc.f1_curve, present, "Confidence", "F1", (d / "F1_curve.png").string());
+    io::plot_mc_curve(px, pc.p_curve, present, "Confidence", "Precision", (d / "P_curve.png").string());
+    io::plot_mc_curve(px, pc.r_curve, present, "Confidence", "Recall", (d / "R_curve.png").string());
   }
-  if (save_json && !jdict.empty()) {  // official: only when there are detections
-    res.json_path = (fs::path(opts.save_dir) / (opts.json_stem + "_predictions.json")).string();
-    if (opts.print) std::printf("\nEvaluating pycocotools mAP... saving %s...\n", res.json_path.c_str());
+
+  /// The COCO JSON (official: only when there are detections) and the pycocotools evaluation.
+  void write_json() {
+    if (!save_json_ || jdict_.empty()) return;
+    res_.json_path = (fs::path(opts_.save_dir) / (opts_.json_stem + "_predictions.json")).string();
+    if (opts_.print) std::printf("\nEvaluating pycocotools mAP... saving %s...\n", res_.json_path.c_str());
     {
-      std::ofstream o(res.json_path);
-      Y9_CHECK_T(engine::IoError, o.good(), "cannot write ", res.json_path);
-      o << jdict.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-      Y9_CHECK_T(engine::IoError, o.good(), "cannot write ", res.json_path);
+      std::ofstream o(res_.json_path);
+      Y9_CHECK_T(engine::IoError, o.good(), "cannot write ", res_.json_path);
+      o << jdict_.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      Y9_CHECK_T(engine::IoError, o.good(), "cannot write ", res_.json_path);
     }
-    if (!opts.anno_json.empty()) {
-      std::vector<nlohmann::json> ids;
-      if (opts.is_coco)
-        for (const auto& r : ds->records()) ids.push_back(coco_image_id(r.image_path));
-      try {
-        const auto [ap, ap50] = pycocotools_eval(opts.anno_json, res.json_path, ids);
-        res.metrics.map = ap;
-        res.metrics.map50 = ap50;
-        res.metrics.fitness = 0.1 * ap50 + 0.9 * ap;
-        res.coco_evaluated = true;
-      } catch (const engine::Error& e) {
-        if (opts.print) std::printf("pycocotools unable to run: %s\n", e.message().c_str());
-      }
+    if (opts_.anno_json.empty()) return;
+    std::vector<nlohmann::json> ids;
+    if (opts_.is_coco)
+      for (const auto& r : ds_->records()) ids.push_back(coco_image_id(r.image_path));
+    try {
+      const auto [ap, ap50] = pycocotools_eval(opts_.anno_json, res_.json_path, ids);
+      res_.metrics.map = ap;
+      res_.metrics.map50 = ap50;
+      res_.metrics.fitness = 0.1 * ap50 + 0.9 * ap;
+      res_.coco_evaluated = true;
+    } catch (const engine::Error& e) {
+      if (opts_.print) std::printf("pycocotools unable to run: %s\n", e.message().c_str());
     }
   }
-  return res;
+
+  const Predictor& predictor_;
+  std::shared_ptr<const io::AugmentedDataset> ds_;
+  const ValOptions& opts_;
+  const int img_size_;
+  const bool files_, plots_, save_txt_, save_json_;
+  const int64_t nc_;
+  ops::NmsOptions nms_;
+  ops::DetectionMetrics metrics_;
+  ops::ConfusionMatrix confusion_;
+  nlohmann::json jdict_;
+  const Tensor k255_;
+  ValResult res_;
+  double dt_pre_ = 0, dt_inf_ = 0, dt_nms_ = 0;
+};
+
+}  // namespace
+
+ValResult run_validation(const Predictor& predictor, std::shared_ptr<const io::AugmentedDataset> ds,
+                         const ValOptions& opts) {
+  Y9_CHECK(ds != nullptr, "run_validation: no dataset");
+  return ValidationRun(predictor, std::move(ds), opts).run();
 }
 
 }  // namespace training
