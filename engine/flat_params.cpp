@@ -98,18 +98,4 @@ FlatBuffer flat_zeros_like(const FlatBuffer& like) {
   return fb;
 }
 
-FlatBuffer attach_flat_grads(const std::vector<std::pair<std::string, Tensor>>& params) {
-  std::vector<std::pair<std::string, Tensor>> trainable;
-  for (const auto& np : params)
-    if (np.second.defined() && np.second.requires_grad()) trainable.push_back(np);
-  check_list(trainable, "attach_flat_grads");
-  const Tensor& first = trainable.front().second;
-  FlatBuffer fb;
-  int64_t total = 0;
-  fb.segments = flat_layout(trainable, &total);
-  fb.flat = aligned_zeros(total, first.dtype(), first.device());
-  for (size_t k = 0; k < trainable.size(); ++k) trainable[k].second.set_grad(fb.segment_view(k));
-  return fb;
-}
-
 }  // namespace engine

@@ -1,7 +1,8 @@
-// Flat parameter and gradient buffers (guide/style.md 3.9, after llm.c): a list of tensors is
-// packed into ONE storage, each tensor starting at a 256-byte aligned offset, and every tensor
-// handle is re-pointed at its slice, so existing holders (modules, optimizer groups) see the
-// packed memory. Gradients get the same layout through Tensor::set_grad views.
+// Flat buffers (guide/style.md 3.9, after llm.c): a list of tensors is packed into ONE storage,
+// each tensor starting at a 256-byte aligned offset, and every tensor handle is re-pointed at its
+// slice, so existing holders (modules, optimizer groups) see the packed memory. The training
+// layer's ParamStore (apps/training/param_store.h) builds the run's parameter and gradient
+// buffers on these.
 #pragma once
 #include <memory>
 #include <string>
@@ -47,12 +48,5 @@ FlatBuffer pack_flat(const std::vector<std::pair<std::string, Tensor>>& tensors)
 /// A new zeroed flat buffer with `like`'s layout, dtype and device (segments copied; the flat
 /// tensor starts 256-byte aligned). Used for gradient and optimizer-state buffers.
 FlatBuffer flat_zeros_like(const FlatBuffer& like);
-
-/// Allocates one zeroed flat gradient buffer with the same layout rule for the parameters among
-/// `params` that require gradients, and sets each one's .grad to its view (Tensor::set_grad), so
-/// backward accumulates in place into the flat buffer. Parameters that do not require gradients
-/// (frozen) get no segment and keep an undefined grad, so optimizers skip them as PyTorch does.
-/// Dtype of the buffer = the parameters' dtype. Errors: as pack_flat.
-FlatBuffer attach_flat_grads(const std::vector<std::pair<std::string, Tensor>>& params);
 
 }  // namespace engine
