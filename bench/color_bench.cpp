@@ -14,6 +14,7 @@
 #include "io/augment.h"
 #include "io/color.h"
 #include "io/color_internal.h"
+#include "kernels/cpu/color.h"
 
 namespace {
 
@@ -60,8 +61,8 @@ void BM_FinishToPlanes(benchmark::State& st) {
   const int h = 640, w = 640;
   const Path kPaths[] = {Path::Auto, Path::Scalar, Path::Avx2, Path::Avx512};
   const Path path = kPaths[st.range(0)];
-  if ((path == Path::Avx2 && !io::color_detail::cpu_has_avx2()) ||
-      (path == Path::Avx512 && !io::color_detail::cpu_has_avx512vbmi())) {
+  if ((path == Path::Avx2 && !kernels::cpu::cpu_has_avx2_fma()) ||
+      (path == Path::Avx512 && !kernels::cpu::cpu_has_avx512vbmi())) {
     st.SkipWithError("this CPU lacks the kernel's instruction set");
     return;
   }
@@ -84,7 +85,7 @@ void BM_FinishToPlanes(benchmark::State& st) {
     ref.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
   }
   // The AVX2 kernel, same run (0 without AVX2).
-  const double avx2_ms = io::color_detail::cpu_has_avx2() ? time_ms([&] {
+  const double avx2_ms = kernels::cpu::cpu_has_avx2_fma() ? time_ms([&] {
     io::color_detail::finish_to_planes(src, ops, r, g, b, Path::Avx2);
     benchmark::DoNotOptimize(out.data());
   }) : 0.0;
@@ -126,8 +127,8 @@ BENCHMARK(BM_Verification)->Iterations(1);
 void BM_VerifyVariant(benchmark::State& st) {
   const Path kPaths[] = {Path::Auto, Path::Scalar, Path::Avx2, Path::Avx512};
   const Path path = kPaths[st.range(0)];
-  if ((path == Path::Avx2 && !io::color_detail::cpu_has_avx2()) ||
-      (path == Path::Avx512 && !io::color_detail::cpu_has_avx512vbmi())) {
+  if ((path == Path::Avx2 && !kernels::cpu::cpu_has_avx2_fma()) ||
+      (path == Path::Avx512 && !kernels::cpu::cpu_has_avx512vbmi())) {
     st.SkipWithError("this CPU lacks the kernel's instruction set");
     return;
   }

@@ -1,23 +1,22 @@
 // Fused per-pixel finishing of one training sample: official augment_hsv (cv2 BGR->HSV, three
 // LUTs, HSV->BGR), np.flipud, np.fliplr and the HWC->CHW (RGB planes) collate, in one pass.
-// Bitwise equal to io::apply_hsv + cv::flip + cv::split on the linked OpenCV; a one-time
-// exhaustive check against cv::cvtColor guards the fast kernels (io/color.cpp explains the model).
+// Bitwise equal to io::apply_hsv + cv::flip + cv::split on the linked OpenCV: the kernels live in
+// kernels/cpu/color.h; a one-time exhaustive check against cv::cvtColor (io/color.cpp) guards them.
 #pragma once
 
 #include <opencv2/core.hpp>
 
 #include <cstdint>
 
+#include "kernels/cpu/color.h"
+
 namespace io {
 
 /// Per-pixel finishing ops of one training sample, in the official order (augment_hsv, flipud,
-/// fliplr; utils/dataloaders.py LoadImagesAndLabels.__getitem__ of WongKinYiu/yolov9).
-/// gh, gs, gv are the hue / saturation / value gains of utils/augmentations.py augment_hsv.
-struct PixelOps {
-  bool hsv = false;
-  double gh = 1, gs = 1, gv = 1;
-  bool flipud = false, fliplr = false;
-};
+/// fliplr; utils/dataloaders.py LoadImagesAndLabels.__getitem__ of WongKinYiu/yolov9): fields
+/// hsv, gh, gs, gv (the hue / saturation / value gains of utils/augmentations.py augment_hsv),
+/// flipud, fliplr. It is kernels::cpu::PixelOps, handed to the kernels unchanged.
+using PixelOps = kernels::cpu::PixelOps;
 
 /// Writes the H x W x 3 uint8 BGR image `bgr` (any row step) into three H*W uint8 planes
 /// (dst_r, dst_g, dst_b: RGB order, row-major, contiguous, not aliasing `bgr`) after applying

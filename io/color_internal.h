@@ -1,5 +1,6 @@
 // Internal hooks of io/color.cpp for tests and benchmarks: choose the kernel variant of
 // finish_to_planes explicitly and read what the one-time verification found. Not public API.
+// The CPU feature queries of the variants are kernels::cpu::cpu_has_* (kernels/cpu/color.h).
 #pragma once
 
 #include <cstdint>
@@ -12,9 +13,9 @@ namespace io::color_detail {
 enum class Path {
   Auto,       ///< what finish_to_planes uses: AVX-512 VBMI, else AVX2, if verified; else Reference
   Reference,  ///< cv::cvtColor + cv::LUT + cv::cvtColor (io::apply_hsv) + cv::flip + cv::split
-  Scalar,     ///< portable fast kernel (x86-64 baseline), even if unverified
-  Avx2,       ///< AVX2+FMA fast kernel, even if unverified; throws engine::Error without AVX2
-  Avx512,     ///< AVX-512 F/BW/VL/VBMI kernel, even if unverified; throws engine::Error without them
+  Scalar,     ///< kernels::cpu::ColorKernel::Scalar (x86-64 baseline), even if unverified
+  Avx2,       ///< ColorKernel::Avx2 (AVX2+FMA), even if unverified; throws engine::Error without AVX2
+  Avx512,     ///< ColorKernel::Avx512 (F/BW/VL/VBMI), even if unverified; throws engine::Error without them
 };
 
 /// finish_to_planes with an explicit kernel choice (same contract and errors).
@@ -42,11 +43,5 @@ const VerifyInfo& verify_info();
 /// e.g. for a variant this CPU does not dispatch to. Throws engine::Error for another Path or a
 /// variant this CPU cannot run. Takes seconds for the scalar kernel.
 VerifyInfo verify_now(Path variant);
-
-/// True when the AVX2 variant can run on this CPU.
-bool cpu_has_avx2();
-
-/// True when the AVX-512 variant can run on this CPU (avx512f, avx512bw, avx512vl, avx512vbmi).
-bool cpu_has_avx512vbmi();
 
 }  // namespace io::color_detail

@@ -1,7 +1,8 @@
 // Fast, bitwise-exact replacement of cv::warpAffine(INTER_LINEAR, BORDER_CONSTANT) for CV_8UC3 images
 // and scale + translation matrices (the training loader's random_perspective with degrees = shear =
 // perspective = 0). Source x depends only on the output column and source y only on the output row,
-// so coordinates and weights are tabulated once per column / row; io/warp.cpp explains the model.
+// so coordinates and weights are tabulated once per column / row. The kernel lives in
+// kernels/cpu/warp.{h,cpp} (which explains the model); this is its cv::Mat entry and self-check.
 #pragma once
 
 #include <opencv2/core.hpp>
@@ -38,7 +39,8 @@ bool warp_self_check_passed();
 
 namespace warp_detail {
 
-/// Kernel choice, for tests and benchmarks.
+/// Kernel choice, for tests and benchmarks: Auto is kernels::cpu::WarpKernel::Avx2 where
+/// kernels::cpu::cpu_has_avx2(), else Scalar; Scalar and Avx2 name the kernel variant.
 enum class Path { Auto, Scalar, Avx2 };
 
 /// Statistics of the self-check (for the test report and the benchmark).
@@ -54,9 +56,6 @@ const SelfCheckInfo& self_check_info();
 /// false for the inputs warp_affine_axis_aligned refuses, or for Path::Avx2 on a CPU without AVX2.
 bool warp_unchecked(const cv::Mat& src, cv::Mat& dst, const cv::Matx23d& M, cv::Size dsize, uint8_t border,
                     Path path, int round_bias = 512);
-
-/// True when this CPU runs the AVX2 kernel.
-bool cpu_has_avx2();
 
 }  // namespace warp_detail
 }  // namespace io

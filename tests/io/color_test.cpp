@@ -14,6 +14,7 @@
 #include "io/augment.h"
 #include "io/color.h"
 #include "io/color_internal.h"
+#include "kernels/cpu/color.h"
 
 namespace {
 
@@ -42,14 +43,14 @@ std::vector<uint8_t> run_path(const cv::Mat& bgr, const io::PixelOps& ops, Path 
 
 std::vector<Path> paths() {
   std::vector<Path> p{Path::Auto, Path::Reference, Path::Scalar};
-  if (io::color_detail::cpu_has_avx2()) p.push_back(Path::Avx2);
-  if (io::color_detail::cpu_has_avx512vbmi()) p.push_back(Path::Avx512);
+  if (kernels::cpu::cpu_has_avx2_fma()) p.push_back(Path::Avx2);
+  if (kernels::cpu::cpu_has_avx512vbmi()) p.push_back(Path::Avx512);
   return p;
 }
 
 /// Name of the variant finish_to_planes dispatches to on this CPU.
 std::string primary_name() {
-  return io::color_detail::cpu_has_avx512vbmi() ? "avx512vbmi" : io::color_detail::cpu_has_avx2() ? "avx2" : "scalar";
+  return kernels::cpu::cpu_has_avx512vbmi() ? "avx512vbmi" : kernels::cpu::cpu_has_avx2_fma() ? "avx2" : "scalar";
 }
 
 const char* path_name(Path p) {

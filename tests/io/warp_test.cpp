@@ -13,6 +13,7 @@
 
 #include "io/augment.h"
 #include "io/warp.h"
+#include "kernels/cpu/warp.h"
 
 namespace {
 
@@ -117,7 +118,7 @@ std::string describe(const Case& c) {
 
 std::vector<Path> paths() {
   std::vector<Path> p = {Path::Scalar};
-  if (io::warp_detail::cpu_has_avx2()) p.push_back(Path::Avx2);
+  if (kernels::cpu::cpu_has_avx2()) p.push_back(Path::Avx2);
   return p;
 }
 
@@ -141,7 +142,7 @@ TEST(Warp, SelfCheckPasses) {
   EXPECT_TRUE(io::warp_self_check_passed());
   const auto& info = io::warp_detail::self_check_info();
   std::printf("self-check: ok %d, %d comparisons, %.2f ms, avx2 %d\n", info.ok, info.cases, info.ms,
-              io::warp_detail::cpu_has_avx2());
+              kernels::cpu::cpu_has_avx2());
   EXPECT_GE(info.cases, 10);
 }
 
@@ -161,7 +162,7 @@ TEST(Warp, RandomCasesBitwiseEqualOpenCV) {
     }
     cv::Mat pub;  // the public entry point (self-check guard; refuses without AVX2)
     const bool pub_ok = io::warp_affine_axis_aligned(c.src, pub, c.M, c.dsize, static_cast<uint8_t>(c.border));
-    ASSERT_EQ(pub_ok, io::warp_detail::cpu_has_avx2()) << describe(c);
+    ASSERT_EQ(pub_ok, kernels::cpu::cpu_has_avx2()) << describe(c);
     if (pub_ok && !equal(pub, ref) && failures++ < 5) ADD_FAILURE() << "public " << describe(c);
   }
   EXPECT_EQ(failures, 0);
@@ -248,7 +249,7 @@ TEST(Warp, RefusesOtherInputsWithoutTouchingDst) {
     EXPECT_TRUE(untouched());
   }
   // the same call with a supported input
-  EXPECT_EQ(io::warp_affine_axis_aligned(src, dst, ok, ds, 114), io::warp_detail::cpu_has_avx2());
+  EXPECT_EQ(io::warp_affine_axis_aligned(src, dst, ok, ds, 114), kernels::cpu::cpu_has_avx2());
   EXPECT_TRUE(io::warp_detail::warp_unchecked(src, dst, ok, ds, 114, Path::Scalar));
 }
 
