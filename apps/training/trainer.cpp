@@ -365,7 +365,7 @@ void Trainer::setup_optimizer() {
   NamedTensors float_buffers;
   for (const auto& nb : model_->named_buffers())
     if (engine::is_floating(nb.second.dtype())) float_buffers.push_back(nb);
-  flat_buffers_ = engine::pack_flat(float_buffers);
+  if (!float_buffers.empty()) flat_buffers_ = engine::pack_flat(float_buffers);
   opt_ = make_official_optimizer(opt_kind_, *store_, split, hyp_.lr0, hyp_.momentum, decay);
   std::printf("optimizer: %s(lr=%g) with parameter groups %zu weight(decay=0.0), %zu weight(decay=%g), %zu bias\n",
               optimizer_kind_name(opt_kind_), hyp_.lr0, split.norm.size(), split.decay.size(), decay,
@@ -375,8 +375,9 @@ void Trainer::setup_optimizer() {
                             : o_.fixed_lr    ? LrScheduleKind::Fixed
                                              : LrScheduleKind::Linear;
   sched_ = std::make_unique<LambdaLR>(*opt_, make_lr_lambda(sk, hyp_.lrf, o_.epochs));
-  ema_ = std::make_unique<ModelEMA>(std::vector<engine::FlatBuffer>{store_->params(), flat_buffers_},
-                                    model_->state_dict());
+  std::vector<engine::FlatBuffer> flats{store_->params()};
+  if (flat_buffers_.flat.defined()) flats.push_back(flat_buffers_);
+  ema_ = std::make_unique<ModelEMA>(flats, model_->state_dict());
   stopper_.patience = o_.patience;
 }
 

@@ -3,6 +3,7 @@
 // primitive cache keyed by the convolution geometry live in the CPU device context (OneDnnState),
 // so a primitive descriptor is built once per shape and direction.
 #include <cstring>
+#include <list>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -21,20 +22,58 @@ namespace {
 using dnnl::memory;
 using tag = memory::format_tag;
 
-/// oneDNN state of the CPU context: engine, stream and the primitive cache. Executions are
-/// serialised by `mu` (a dnnl::stream is not thread-safe); oneDNN parallelises inside each one.
+/// A least-recently-used map of at most `capacity` entries (the primitive cache below: validation
+/// with rectangular batches meets many shapes, so the cache must not grow without bound).
+template <typename K, typename V>
+class LruCache {
+ public:
+  explicit LruCache(size_t capacity) : capacity_(capacity) {}
+  /// The entry of `key`, created by `make()` on a miss (evicting the least recently used).
+  template <typename Make>
+  V& get(const K& key, Make make) {
+    auto it = map_.find(key);
+    if (it != map_.end()) {
+      order_.splice(order_.begin(), order_, it->second.first);
+      return it->second.second;
+    }
+    if (map_.size() >= capacity_) {
+      map_.erase(order_.back());
+      order_.pop_back();
+    }
+    order_.push_front(key);
+    return map_.emplace(key, std::make_pair(order_.begin(), make())).first->second.second;
+  }
+  size_t size() const { return map_.size(); }
+
+ private:
+  size_t capacity_;
+  std::list<K> order_;  // most recent first
+  std::map<K, std::pair<typename std::list<K>::iterator, V>> map_;
+};
+
+/// A primitive descriptor and the primitive built from it.
+template <typename Pd>
+struct Cached {
+  Pd pd;
+  dnnl::primitive prim;
+};
+
+/// oneDNN state of the CPU context: engine, stream and the primitive cache (per direction, keyed
+/// by the geometry; a primitive descriptor is built once per shape). Executions are serialised by
+/// `mu` (a dnnl::stream is not thread-safe); oneDNN parallelises inside each one.
 struct OneDnnState {
-  explicit OneDnnState(engine::DeviceContext&) : eng(dnnl::engine::kind::cpu, 0), stream(eng) {}
+  static constexpr size_t kCapacity = 512;  // per direction; one model has about 100 convs
+  explicit OneDnnState(engine::DeviceContext&)
+      : eng(dnnl::engine::kind::cpu, 0), stream(eng), fwd(kCapacity), bwd_data(kCapacity), bwd_weights(kCapacity) {}
   dnnl::engine eng;
   dnnl::stream stream;
   std::mutex mu;
   // Key: direction (0 fwd, 1 bwd data, 2 bwd weights), bias, then the geometry.
   using Key = std::tuple<int, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
                          int64_t, int64_t, int64_t, int64_t, int64_t>;
-  std::map<Key, dnnl::convolution_forward::primitive_desc> fwd;
-  std::map<Key, dnnl::convolution_backward_data::primitive_desc> bwd_data;
-  std::map<Key, dnnl::convolution_backward_weights::primitive_desc> bwd_weights;
-  std::map<Key, dnnl::primitive> prims;
+  LruCache<Key, Cached<dnnl::convolution_forward::primitive_desc>> fwd;
+  LruCache<Key, Cached<dnnl::convolution_backward_data::primitive_desc>> bwd_data;
+  LruCache<Key, Cached<dnnl::convolution_backward_weights::primitive_desc>> bwd_weights;
 };
 
 OneDnnState::Key key_of(int dir, bool bias, const Conv2dShape& s) {
@@ -139,14 +178,13 @@ dnnl::convolution_backward_weights::primitive_desc bwd_weights_pd(const dnnl::en
 
 /// The cached primitive descriptor and primitive of `key` in `cache`, built by `make` on a miss.
 template <typename Pd, typename Prim, typename Make>
-std::pair<const Pd*, dnnl::primitive*> cached(OneDnnState& st, std::map<OneDnnState::Key, Pd>& cache,
-                                             const OneDnnState::Key& key, Make make) {
-  auto it = cache.find(key);
-  if (it == cache.end()) {
-    it = cache.emplace(key, make()).first;
-    st.prims.emplace(key, Prim(it->second));
-  }
-  return {&it->second, &st.prims.at(key)};
+std::pair<const Pd*, dnnl::primitive*> cached(LruCache<OneDnnState::Key, Cached<Pd>>& cache, const OneDnnState::Key& key,
+                                             Make make) {
+  Cached<Pd>& c = cache.get(key, [&] {
+    Pd pd = make();
+    return Cached<Pd>{pd, Prim(pd)};
+  });
+  return {&c.pd, &c.prim};
 }
 
 [[noreturn]] void rethrow(const dnnl::error& e, const char* what, const Conv2dShape& s) {
@@ -163,7 +201,7 @@ void conv2d_forward_onednn(OneDnnState& st, const Conv2dShape& s, const float* x
     std::lock_guard<std::mutex> lock(st.mu);
     Mds m = make_mds(s);
     auto [pd, prim] = cached<dnnl::convolution_forward::primitive_desc, dnnl::convolution_forward>(
-        st, st.fwd, key_of(0, bias != nullptr, s), [&] { return fwd_pd(st.eng, m, bias != nullptr); });
+        st.fwd, key_of(0, bias != nullptr, s), [&] { return fwd_pd(st.eng, m, bias != nullptr); });
     memory xu(m.src, st.eng, const_cast<float*>(x)), wu(m.wei, st.eng, const_cast<float*>(w));
     memory yu(m.dst, st.eng, y);
     memory xm = as_layout(st.eng, xu, pd->src_desc(), st.stream), wm = as_layout(st.eng, wu, pd->weights_desc(), st.stream);
@@ -183,7 +221,7 @@ void conv2d_backward_data_onednn(OneDnnState& st, const Conv2dShape& s, const fl
     std::lock_guard<std::mutex> lock(st.mu);
     Mds m = make_mds(s);
     auto [pd, prim] = cached<dnnl::convolution_backward_data::primitive_desc, dnnl::convolution_backward_data>(
-        st, st.bwd_data, key_of(1, false, s), [&] { return bwd_data_pd(st.eng, m); });
+        st.bwd_data, key_of(1, false, s), [&] { return bwd_data_pd(st.eng, m); });
     memory dyu(m.dst, st.eng, const_cast<float*>(dy)), wu(m.wei, st.eng, const_cast<float*>(w));
     memory dxu(m.src, st.eng, dx);
     memory dym = as_layout(st.eng, dyu, pd->diff_dst_desc(), st.stream),
@@ -204,7 +242,7 @@ void conv2d_backward_weights_onednn(OneDnnState& st, const Conv2dShape& s, const
     Mds m = make_mds(s);
     const bool with_bias = dbias != nullptr;
     auto [pd, prim] = cached<dnnl::convolution_backward_weights::primitive_desc, dnnl::convolution_backward_weights>(
-        st, st.bwd_weights, key_of(2, with_bias, s), [&] { return bwd_weights_pd(st.eng, m, with_bias); });
+        st.bwd_weights, key_of(2, with_bias, s), [&] { return bwd_weights_pd(st.eng, m, with_bias); });
     memory xu(m.src, st.eng, const_cast<float*>(x)), dyu(m.dst, st.eng, const_cast<float*>(dy));
     memory dwu(m.wei, st.eng, dw);
     memory xm = as_layout(st.eng, xu, pd->src_desc(), st.stream),
