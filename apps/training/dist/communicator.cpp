@@ -1,0 +1,25 @@
+// Communicator base (apps/training/dist/communicator.h): scratch memory and the device context.
+#include "apps/training/dist/communicator.h"
+
+namespace training::dist {
+
+Communicator::Communicator(int rank, int world_size) : rank_(rank), world_(world_size) {
+  Y9_CHECK(world_size >= 1 && rank >= 0 && rank < world_size, "communicator: rank ", rank, " is not in [0, ",
+           world_size, ")");
+}
+
+Communicator::~Communicator() = default;
+
+void* Communicator::scratch(size_t bytes) {
+  if (!scratch_.defined() || static_cast<size_t>(scratch_.numel()) < bytes) {
+    scratch_ = engine::Tensor();  // free first: the old and new blocks need not coexist
+    scratch_ = engine::Tensor::empty({static_cast<int64_t>(std::max<size_t>(bytes, 256))}, engine::DType::U8, device());
+  }
+  return scratch_.data_ptr();
+}
+
+engine::DeviceContext& Communicator::context() const { return engine::backend(device().type).context(device()); }
+
+std::string Communicator::who() const { return "rank " + std::to_string(rank_) + "/" + std::to_string(world_); }
+
+}  // namespace training::dist

@@ -1,0 +1,24 @@
+// Kernel entries of the collective algorithms (apps/training/dist/allreduce.h): the local
+// reduction of a received slice into the buffer and the scaling of an averaged result. Payloads
+// F32, F64, F16 and BF16; F16/BF16 are accumulated in FP32 (load, add in float, round once to
+// nearest even with engine/half.h), F64 in double. Both entries work in place over dense ranges
+// and run on the device's StreamKind::Communication stream (the stream the communicator uses),
+// so on CUDA they are ordered after the receive that produced `src`. n == 0 is a no-op.
+#pragma once
+#include <cstdint>
+
+#include "engine/backend.h"
+
+namespace kernels {
+
+/// dst[i] = dst[i] + src[i] for i < n (dst and src dense, of `dtype`, on the context's device;
+/// they must not overlap).
+using CommAccumulateFn = void (*)(engine::DeviceContext& ctx, engine::DType dtype, void* dst, const void* src,
+                                  int64_t n);
+inline engine::KernelKey<CommAccumulateFn> kCommAccumulate{"comm_accumulate"};
+
+/// data[i] = data[i] * scale for i < n, computed in FP32 (F64 for F64 data).
+using CommScaleFn = void (*)(engine::DeviceContext& ctx, engine::DType dtype, void* data, int64_t n, double scale);
+inline engine::KernelKey<CommScaleFn> kCommScale{"comm_scale"};
+
+}  // namespace kernels
