@@ -36,7 +36,7 @@ Tensor BatchNorm2d::forward(const Tensor& x) const {
     count.add_(Tensor::ones({}, engine::DType::F64, count.device()));
     Tensor(num_batches_tracked).copy_(count);
   }
-  return ops::batch_norm(x, weight, bias, running_mean, running_var, training(), momentum, eps);
+  return ops::batch_norm(x, weight, bias, running_mean, running_var, training(), momentum, eps, sync);
 }
 
 Tensor Sequential::forward(const Tensor& x) const {

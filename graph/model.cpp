@@ -247,4 +247,14 @@ std::string Model::summary(const std::string& name, int64_t img) {
   return os.str();
 }
 
+int64_t Model::set_batchnorm_sync(const kernels::BatchNormSync* sync) {
+  int64_t n = 0;
+  for (auto& [name, m] : named_modules())
+    if (auto* bn = dynamic_cast<BatchNorm2d*>(m)) {
+      bn->sync = sync;
+      ++n;
+    }
+  return n;
+}
+
 }  // namespace graph

@@ -59,6 +59,10 @@ class Model : public Module {
   /// Modules as counted by the official summary (len(list(model.modules())): shared default
   /// activations counted once, nn.Identity and nn.MaxPool2d children included).
   int64_t num_modules_official();
+  /// Makes every BatchNorm2d synchronise its training statistics across data-parallel ranks with
+  /// `sync` (official torch.nn.SyncBatchNorm.convert_sync_batchnorm), or stop with nullptr.
+  /// Returns the number of BatchNorm2d layers. `sync` must outlive the training.
+  int64_t set_batchnorm_sync(const kernels::BatchNormSync* sync);
 
   /// 2 x multiply-accumulates of every convolution (incl. the DFL convs of eval mode) for one
   /// image of img_h x img_w pixels, in units of 1e9 (the params.json "gflops_640" convention;

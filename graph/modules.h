@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "graph/module.h"
+#include "kernels/common/batch_norm.h"
 
 namespace graph {
 
@@ -92,6 +93,9 @@ class BatchNorm2d : public Module {
   int64_t c;
   double eps = 1e-3, momentum = 0.03;
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+  /// Synchronised BatchNorm across data-parallel ranks (--sync-bn; Model::set_batchnorm_sync);
+  /// nullptr: this batch only. Not owned.
+  const kernels::BatchNormSync* sync = nullptr;
 };
 
 // --- blocks (spec section 2) -----------------------------------------------------------------------

@@ -26,7 +26,8 @@ void* ptr_or_null(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr
 }  // namespace
 
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
-                  const Tensor& running_var, bool training, double momentum, double eps) {
+                  const Tensor& running_var, bool training, double momentum, double eps,
+                  const kernels::BatchNormSync* sync) {
   Y9_CHECK_SHAPE(x.defined() && x.dim() >= 2, "batch_norm: x must be [N,C,...] (NCHW), got ",
                  x.defined() ? x.str() : "undefined");
   engine::check_same_device({x, weight, bias, running_mean, running_var}, "batch_norm");
@@ -58,7 +59,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
   Tensor y = Tensor::empty(xc.shape(), x.dtype(), x.device());
   const kernels::BatchNormShape shape{n, c, hw};
   k.fn(k.ctx, x.dtype(), shape, xc.data_ptr(), ptr_or_null(wc), ptr_or_null(bc), ptr_or_null(rm), ptr_or_null(rv),
-       training, momentum, eps, y.data_ptr(), mean.data_ptr(), invstd.data_ptr());
+       training, momentum, eps, y.data_ptr(), mean.data_ptr(), invstd.data_ptr(), training ? sync : nullptr);
   if (training && rm.defined()) {
     engine::autograd::NoGradGuard ng;
     if (rm.data_ptr() != running_mean.data_ptr()) running_mean.detach().copy_(rm);
@@ -70,7 +71,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
                need_b = bias.defined() && bias.requires_grad();
     engine::autograd::record_fn(
         "BatchNormBackward", {x, weight, bias}, {y},
-        [xc, wc, mean, invstd, training, need_x, need_w, need_b, shape](const std::vector<Tensor>& g) {
+        [xc, wc, mean, invstd, training, need_x, need_w, need_b, shape, sync](const std::vector<Tensor>& g) {
           if (!g[0].defined()) return std::vector<Tensor>{Tensor(), Tensor(), Tensor()};
           const DType dt = xc.dtype();
           Tensor dy = engine::contiguous_nograd(g[0].to(dt));
@@ -80,7 +81,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
           auto kb = engine::kernel(kernels::kBatchNormBackward, dt, xc.device());
           kb.fn(kb.ctx, dt, shape, xc.data_ptr(), dy.data_ptr(), mean.data_ptr(), invstd.data_ptr(), ptr_or_null(wc),
                 training, need_x ? dx.data_ptr() : nullptr, need_w ? dw.data_ptr() : nullptr,
-                need_b ? db.data_ptr() : nullptr);
+                need_b ? db.data_ptr() : nullptr, training ? sync : nullptr);
           return std::vector<Tensor>{dx, dw, db};
         });
   }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/tensor.h"
+#include "kernels/common/batch_norm.h"
 #include "ops/reduce.h"
 
 namespace ops {
@@ -71,8 +72,11 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, std::vector<
 /// stats in place: r = (1-momentum)*r + momentum*stat, with the unbiased variance (n/(n-1)) for
 /// running_var (PyTorch convention; official YOLOv9 uses eps=1e-3, momentum=0.03).
 /// eval: normalises with the running stats. Differentiable in x, weight and bias.
+/// `sync` (training; kernels/common/batch_norm.h): synchronised BatchNorm over every rank's batch
+/// (official SyncBatchNorm); it must outlive the backward. nullptr: this batch only.
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
-                  const Tensor& running_var, bool training, double momentum, double eps);
+                  const Tensor& running_var, bool training, double momentum, double eps,
+                  const kernels::BatchNormSync* sync = nullptr);
 
 // --- linear algebra and softmax ---------------------------------------------------------------
 /// Matrix product: a [..., M, K] x b [..., K, N] -> [..., M, N] (batch dims broadcast); BLAS GEMM.

@@ -2,6 +2,8 @@
 // kernels, one autograd node for all branches.
 #include "ops/yolo_loss.h"
 
+#include <algorithm>
+
 #include "engine/autograd.h"
 #include "kernels/common/yolo_loss.h"
 #include "ops/ops.h"
@@ -21,10 +23,10 @@ struct BranchState {
   Tensor tss;       // [1]
 };
 
-// Decode, assign (or take the fixed assignment) and the branch loss; returns (L_box, L_cls,
-// L_dfl) read back to the host.
-std::vector<double> run_forward(BranchState& s, const Tensor& anc, const Tensor& stride, const Tensor& gl,
-                                const Tensor& gb, const Tensor& mg, const YoloLossConfig& cfg, const TalResult* fixed) {
+// Decode, assign (or take the fixed assignment) and the branch's raw loss sums into `sums` (4 F64
+// on the device).
+void run_forward(BranchState& s, const Tensor& anc, const Tensor& stride, const Tensor& gl, const Tensor& gb,
+                 const Tensor& mg, const YoloLossConfig& cfg, const TalResult* fixed, double* sums) {
   const int64_t B = s.pred.size(0), A = s.pred.size(1), nc = cfg.nc;
   const int reg = static_cast<int>(cfg.reg_max);
   const DType dt = s.pred.dtype();
@@ -50,13 +52,10 @@ std::vector<double> run_forward(BranchState& s, const Tensor& anc, const Tensor&
     tc.num_classes = nc;
     s.tal = tal_assign(scores, box_px, anc_px, gl, gb, mg, tc);
   }
-  s.tss = Tensor::empty({1}, dt, dev);
-  Tensor out3 = Tensor::empty({3}, dt, dev);
   auto kf = engine::kernel(kernels::kYoloBranchLossForward, dt, dev);
   kf.fn(kf.ctx, dt, s.pred.data_ptr(), s.box_grid.data_ptr(), anc.data_ptr(), stride.data_ptr(),
         s.tal.target_bboxes.data_ptr(), s.tal.target_scores.data_ptr(), s.tal.fg_mask.data<bool>(), B, A, nc, reg,
-        out3.data_ptr(), s.tss.data_ptr());
-  return out3.to_vector<double>();
+        sums);
 }
 
 }  // namespace
@@ -94,6 +93,8 @@ YoloLossResult yolo_loss(const std::vector<std::vector<Tensor>>& branches, const
   }
   int64_t A = 0;
   for (auto& p : hw) A += p.first * p.second;
+  Y9_CHECK_SHAPE(cfg.loss_batch >= 0, op, ": loss_batch ", cfg.loss_batch, " must be >= 0");
+  const int64_t LB = cfg.loss_batch > 0 ? cfg.loss_batch : B;
 
   std::vector<BranchState> st(K);
   Tensor out;
@@ -117,7 +118,7 @@ YoloLossResult yolo_loss(const std::vector<std::vector<Tensor>>& branches, const
       mg = Tensor::from_vector(m, {B, M, 1}).to(dt);
     }
     gl = gl.to(dev), gb = gb.to(dev), mg = mg.to(dev);
-    std::vector<double> raw(3 * K);
+    Tensor sums = Tensor::empty({static_cast<int64_t>(K), 4}, DType::F64, dev);
     for (size_t k = 0; k < K; ++k) {
       st[k].pred = Tensor::empty({B, A, no}, dt, dev);
       int64_t a0 = 0;
@@ -126,9 +127,19 @@ YoloLossResult yolo_loss(const std::vector<std::vector<Tensor>>& branches, const
         st[k].pred.narrow(1, a0, n).copy_(branches[k][l].detach().reshape({B, no, n}).permute({0, 2, 1}));
         a0 += n;
       }
-      const auto o = run_forward(st[k], anc.points, stride, gl, gb, mg, cfg,
-                                 cfg.fixed_assign.empty() ? nullptr : &cfg.fixed_assign[k]);
-      for (int i = 0; i < 3; ++i) raw[3 * k + i] = o[static_cast<size_t>(i)];
+      run_forward(st[k], anc.points, stride, gl, gb, mg, cfg, cfg.fixed_assign.empty() ? nullptr : &cfg.fixed_assign[k],
+                  sums.data<double>() + 4 * k);
+    }
+    if (cfg.reduce_sums) cfg.reduce_sums(sums);
+    // L_k = sum_k / tss, tss = max(sum target_scores, 1): in double, each rounded to the maps' dtype.
+    const std::vector<double> sv = sums.to_vector<double>();
+    std::vector<double> raw(3 * K);
+    for (size_t k = 0; k < K; ++k) {
+      const double d = std::max(sv[4 * k], 1.0);
+      st[k].tss = Tensor::from_vector<double>({d}, {1}).to(dt).to(dev);
+      const double rd[3] = {sv[4 * k + 1] / d, sv[4 * k + 2] / d, sv[4 * k + 3] / d};
+      for (int i = 0; i < 3; ++i)
+        raw[3 * k + i] = dt == DType::F32 ? static_cast<double>(static_cast<float>(rd[i])) : rd[i];
     }
     const double gains[3] = {cfg.box_gain, cfg.cls_gain, cfg.dfl_gain};
     std::vector<double> outv(4, 0.0);
@@ -137,7 +148,7 @@ YoloLossResult yolo_loss(const std::vector<std::vector<Tensor>>& branches, const
       for (size_t k = 0; k < K; ++k) s += cfg.branch_weights[k] * raw[3 * k + i];
       outv[i] = gains[i] * s;
     }
-    outv[3] = (outv[0] + outv[1] + outv[2]) * static_cast<double>(B);
+    outv[3] = (outv[0] + outv[1] + outv[2]) * static_cast<double>(LB);
     out = Tensor::from_vector(outv, {4}).to(dt).to(dev);
   }
 
@@ -155,14 +166,14 @@ YoloLossResult yolo_loss(const std::vector<std::vector<Tensor>>& branches, const
   Tensor anc_pts = anc.points;
   engine::autograd::record_fn(
       "YoloLossBackward", inputs, {out},
-      [st, bw, g0, g1, g2, B, A, no, nc, reg, hw, anc_pts, stride, dt](const std::vector<Tensor>& g) {
-        // d out / d L_k: out[i] = gain_i * sum_k w_k L_k,i (i < 3), out[3] = B * (out[0] + out[1] + out[2]).
+      [st, bw, g0, g1, g2, B, LB, A, no, nc, reg, hw, anc_pts, stride, dt](const std::vector<Tensor>& g) {
+        // d out / d L_k: out[i] = gain_i * sum_k w_k L_k,i (i < 3), out[3] = LB * (out[0] + out[1] + out[2]).
         std::vector<double> gv = g[0].to(DType::F64).contiguous().to_vector<double>();
         const double gains[3] = {g0, g1, g2};
         std::vector<Tensor> grads;
         for (size_t k = 0; k < st.size(); ++k) {
           double coef[3];
-          for (int i = 0; i < 3; ++i) coef[i] = bw[k] * gains[i] * (gv[i] + static_cast<double>(B) * gv[3]);
+          for (int i = 0; i < 3; ++i) coef[i] = bw[k] * gains[i] * (gv[i] + static_cast<double>(LB) * gv[3]);
           const BranchState& s = st[k];
           Tensor gp = Tensor::empty({B, A, no}, dt, s.pred.device());
           auto kb = engine::kernel(kernels::kYoloBranchLossBackward, dt, s.pred.device());

@@ -3,6 +3,7 @@
 // differentiable op with a fused hand-written backward. Spec: shared/spec/loss.md.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "engine/tensor.h"
@@ -24,6 +25,16 @@ struct YoloLossConfig {
   /// (official ComputeLossLH assigns once with the main branch) and for gradient checks with
   /// frozen targets. Throws engine::ShapeError when the count or shapes do not fit.
   std::vector<TalResult> fixed_assign;
+  /// Data-parallel training: called once per loss with the raw sums of every branch, [K, 4] F64 on
+  /// the maps' device, rows (sum target_scores, sum (1 - CIoU) w, sum BCE, sum DFL w) over this
+  /// rank's images; it must replace them in place by their sum over all ranks (an all-reduce), so
+  /// that every rank normalises by the global target_scores_sum and reports the global loss.
+  /// Empty: this batch alone (the single-process loss).
+  std::function<void(engine::Tensor& sums)> reduce_sums;
+  /// The B of total = sum(items) * B. 0: this batch's size. Data-parallel training sets the global
+  /// batch, so that summing the ranks' gradients gives the gradient of one process on the whole
+  /// batch.
+  int64_t loss_batch = 0;
   static YoloLossConfig single(int64_t nc) {
     YoloLossConfig c;
     c.nc = nc;
@@ -51,7 +62,8 @@ struct YoloLossResult {
 ///   targets: [N, 6] (image index, class, cx, cy, w, h normalised to the input), host tensor.
 /// Per branch: decode (softmax-expectation DFL), TaskAlignedAssigner on sigmoid scores and px
 /// boxes, then L_cls = sum BCE / tss, L_box = sum (1 - CIoU) w / tss, L_dfl = sum DFL w / tss
-/// (tss = max(sum target_scores, 1)); items = gains * sum_k weight_k * L_k; total = sum(items) * B.
+/// (tss = max(sum target_scores, 1), after cfg.reduce_sums when set); items = gains * sum_k weight_k
+/// * L_k; total = sum(items) * B (B = cfg.loss_batch when set).
 /// The backward is one fused kernel per branch (assignment treated as constant, CIoU alpha
 /// constant, as officially). Host reads: `targets` (to size the padded gt tensor) and the three
 /// per-branch loss values and the incoming gradient (combined with the gains on the host);

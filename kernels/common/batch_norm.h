@@ -12,24 +12,40 @@ struct BatchNormShape {
   int64_t n, c, hw;
 };
 
+/// Synchronised BatchNorm (data-parallel `--sync-bn`; official torch.nn.SyncBatchNorm): the
+/// statistics of the whole global batch. `fn(state, sums, n)` must replace the `n` doubles at
+/// `sums` (memory of the context's device) by their sum over all ranks, in place (an
+/// all-reduce); every rank calls it the same number of times in the same order. The entries
+/// call it between their passes: forward twice (per-channel sums and the element count, then
+/// per-channel sums of squared deviations: the two-pass variance of the global batch), backward
+/// once (sum dy, sum dy*xhat and the count). dweight/dbias stay this rank's own sums (the
+/// gradient reducer sums them). A null `sync` (or fn) = this batch only.
+struct BatchNormSync {
+  void (*fn)(void* state, double* sums, int64_t n) = nullptr;
+  void* state = nullptr;
+};
+
 /// training: mean[c], invstd[c] = 1/sqrt(var_biased + eps) from this batch; when running_mean
 /// and running_var are non-null, updates them in place: r = (1-momentum)*r + momentum*stat with
 /// the unbiased variance (count n*hw; factor 1 when count == 1).
 /// eval: mean = running_mean (copied), invstd from running_var.
 /// y = (x - mean) * invstd * weight + bias (weight/bias may be null: 1 and 0).
 /// CPU: statistics accumulated in double (two-pass), fixed order per channel: deterministic.
+/// `sync` (training only): statistics over every rank's batch (count = the global n*hw).
 using BatchNormForwardFn = void (*)(engine::DeviceContext& ctx, engine::DType dtype, const BatchNormShape& s,
                                     const void* x, const void* weight, const void* bias, void* running_mean,
                                     void* running_var, bool training, double momentum, double eps, void* y,
-                                    void* mean, void* invstd);
+                                    void* mean, void* invstd, const BatchNormSync* sync);
 inline engine::KernelKey<BatchNormForwardFn> kBatchNormForward{"batch_norm_forward"};
 
 /// Backward with xhat = (x - mean) * invstd and M = n*hw: dweight = sum dy*xhat, dbias = sum dy
 /// (each when non-null), and when dx is non-null:
 ///  training: dx = w*invstd/M * (M*dy - sum dy - xhat*sum dy*xhat);   eval: dx = w*invstd*dy.
+/// `sync` (training only): the sums and M in dx are over every rank (dweight, dbias stay local).
 using BatchNormBackwardFn = void (*)(engine::DeviceContext& ctx, engine::DType dtype, const BatchNormShape& s,
                                      const void* x, const void* dy, const void* mean, const void* invstd,
-                                     const void* weight, bool training, void* dx, void* dweight, void* dbias);
+                                     const void* weight, bool training, void* dx, void* dweight, void* dbias,
+                                     const BatchNormSync* sync);
 inline engine::KernelKey<BatchNormBackwardFn> kBatchNormBackward{"batch_norm_backward"};
 
 }  // namespace kernels

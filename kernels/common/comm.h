@@ -22,3 +22,18 @@ using CommScaleFn = void (*)(engine::DeviceContext& ctx, engine::DType dtype, vo
 inline engine::KernelKey<CommScaleFn> kCommScale{"comm_scale"};
 
 }  // namespace kernels
+
+namespace kernels {
+
+/// Gradient compression for the wire (`--grad-dtype fp16|bf16`): dst[i] = wire(src[i] * scale),
+/// src F32, dst of the `wire` dtype (F16, BF16; F32 copies), rounded to nearest even.
+using CommCompressFn = void (*)(engine::DeviceContext& ctx, engine::DType wire, const float* src, void* dst, int64_t n,
+                                double scale);
+inline engine::KernelKey<CommCompressFn> kCommCompress{"comm_compress"};
+
+/// dst[i] = float(src[i]) * scale: the inverse of comm_compress (src of the `wire` dtype, dst F32).
+using CommDecompressFn = void (*)(engine::DeviceContext& ctx, engine::DType wire, const void* src, float* dst,
+                                  int64_t n, double scale);
+inline engine::KernelKey<CommDecompressFn> kCommDecompress{"comm_decompress"};
+
+}  // namespace kernels

@@ -17,13 +17,15 @@ using YoloDecodeFn = void (*)(engine::DeviceContext& ctx, engine::DType dtype, c
 inline engine::KernelKey<YoloDecodeFn> kYoloDecode{"yolo_decode"};
 
 /// Forward of one branch: target_bboxes [B, A, 4] px, target_scores [B, A, nc], fg [B, A] Bool
-/// (assigner outputs). Writes out[0..2] = L_box, L_cls, L_dfl (each divided by
-/// target_scores_sum, no gains) and tss[0] = max(sum(target_scores), 1), both of `dtype` in the
-/// device's memory. CPU sums accumulate in double, per image then in image order.
+/// (assigner outputs). Writes the raw sums of the branch, sums[0..3] = (sum target_scores,
+/// sum (1 - CIoU) w, sum BCE, sum DFL w), F64 in the device's memory; the op divides them by
+/// target_scores_sum = max(sums[0], 1) after an optional reduction across ranks (data-parallel
+/// training normalises by the global sum). CPU sums accumulate in double, per image then in
+/// image order.
 using YoloBranchLossForwardFn = void (*)(engine::DeviceContext& ctx, engine::DType dtype, const void* pred,
                                          const void* box_grid, const void* anc, const void* stride,
                                          const void* target_bboxes, const void* target_scores, const bool* fg,
-                                         int64_t B, int64_t A, int64_t nc, int reg, void* out, void* tss);
+                                         int64_t B, int64_t A, int64_t nc, int reg, double* sums);
 inline engine::KernelKey<YoloBranchLossForwardFn> kYoloBranchLossForward{"yolo_branch_loss_forward"};
 
 /// grad_pred [B, A, no] = coef[0] dL_box/dpred + coef[1] dL_cls/dpred + coef[2] dL_dfl/dpred

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/common/batch_norm.h"
+#include "kernels/cpu/dispatch.h"
 
 namespace kernels::cpu {
 
@@ -33,6 +34,47 @@ void batch_norm_stats_cpu(const T* x, int64_t n, int64_t c, int64_t hw, T* mean,
     mean[ch] = static_cast<T>(mu);
     var_biased[ch] = static_cast<T>(m > 0 ? ss / m : 0.0);
   }
+}
+
+// Synchronised statistics: per-channel sums and the count, reduced across ranks, then the
+// squared deviations from the global mean, reduced again (two-pass, as batch_norm_stats_cpu).
+// Returns the global count.
+template <typename T>
+int64_t batch_norm_stats_sync_cpu(const T* x, int64_t n, int64_t c, int64_t hw, T* mean, T* var_biased,
+                                  const BatchNormSync& sync) {
+  std::vector<double> buf(static_cast<size_t>(c + 1));
+#pragma omp parallel for schedule(static)
+  for (int64_t ch = 0; ch < c; ++ch) {
+    double s = 0.0;
+    for (int64_t b = 0; b < n; ++b) {
+      const T* p = x + (b * c + ch) * hw;
+      for (int64_t i = 0; i < hw; ++i) s += static_cast<double>(p[i]);
+    }
+    buf[ch] = s;
+  }
+  buf[c] = static_cast<double>(n * hw);
+  sync.fn(sync.state, buf.data(), c + 1);
+  const double m = buf[c];
+  std::vector<double> mu(static_cast<size_t>(c));
+  for (int64_t ch = 0; ch < c; ++ch) mu[ch] = m > 0 ? buf[ch] / m : 0.0;
+#pragma omp parallel for schedule(static)
+  for (int64_t ch = 0; ch < c; ++ch) {
+    double ss = 0.0;
+    for (int64_t b = 0; b < n; ++b) {
+      const T* p = x + (b * c + ch) * hw;
+      for (int64_t i = 0; i < hw; ++i) {
+        const double d = static_cast<double>(p[i]) - mu[ch];
+        ss += d * d;
+      }
+    }
+    buf[ch] = ss;
+  }
+  sync.fn(sync.state, buf.data(), c);
+  for (int64_t ch = 0; ch < c; ++ch) {
+    mean[ch] = static_cast<T>(mu[ch]);
+    var_biased[ch] = static_cast<T>(m > 0 ? buf[ch] / m : 0.0);
+  }
+  return static_cast<int64_t>(m);
 }
 
 template <typename T>
@@ -87,6 +129,52 @@ void batch_norm_backward_cpu(const T* x, const T* dy, const T* mean, const T* in
   }
 }
 
+// Synchronised training backward: local sums (dweight, dbias), then the sums and count reduced
+// across ranks for dx.
+template <typename T>
+void batch_norm_backward_sync_cpu(const T* x, const T* dy, const T* mean, const T* invstd, const T* weight, T* dx,
+                                  T* dweight, T* dbias, int64_t n, int64_t c, int64_t hw, const BatchNormSync& sync) {
+  std::vector<double> buf(static_cast<size_t>(2 * c + 1));
+#pragma omp parallel for schedule(static)
+  for (int64_t ch = 0; ch < c; ++ch) {
+    const double mu = static_cast<double>(mean[ch]), is = static_cast<double>(invstd[ch]);
+    double sdy = 0.0, sdyx = 0.0;
+    for (int64_t b = 0; b < n; ++b) {
+      const T* px = x + (b * c + ch) * hw;
+      const T* pd = dy + (b * c + ch) * hw;
+      for (int64_t i = 0; i < hw; ++i) {
+        const double d = static_cast<double>(pd[i]);
+        sdy += d;
+        sdyx += d * (static_cast<double>(px[i]) - mu) * is;
+      }
+    }
+    if (dweight) dweight[ch] = static_cast<T>(sdyx);
+    if (dbias) dbias[ch] = static_cast<T>(sdy);
+    buf[ch] = sdy;
+    buf[c + ch] = sdyx;
+  }
+  if (!dx) return;  // every rank decides alike (the same graph), so no rank waits alone
+  buf[2 * c] = static_cast<double>(n * hw);
+  sync.fn(sync.state, buf.data(), 2 * c + 1);
+  const double m = buf[2 * c];
+#pragma omp parallel for schedule(static)
+  for (int64_t ch = 0; ch < c; ++ch) {
+    const double mu = static_cast<double>(mean[ch]), is = static_cast<double>(invstd[ch]);
+    const double wv = weight ? static_cast<double>(weight[ch]) : 1.0;
+    const double a = wv * is;
+    const double bx = m > 0 ? -a * is * buf[c + ch] / m : 0.0;
+    const double k = m > 0 ? -a * buf[ch] / m : 0.0;
+    const T ta = static_cast<T>(a), tb = static_cast<T>(bx), tk = static_cast<T>(k), tmu = static_cast<T>(mu);
+    for (int64_t b = 0; b < n; ++b) {
+      const T* px = x + (b * c + ch) * hw;
+      const T* pd = dy + (b * c + ch) * hw;
+      T* q = dx + (b * c + ch) * hw;
+#pragma omp simd
+      for (int64_t i = 0; i < hw; ++i) q[i] = ta * pd[i] + tb * (px[i] - tmu) + tk;
+    }
+  }
+}
+
 template <typename T>
 void batch_norm_invstd_cpu(const T* var, double eps, T* invstd, int64_t c) {
   for (int64_t ch = 0; ch < c; ++ch) invstd[ch] = static_cast<T>(1.0 / std::sqrt(static_cast<double>(var[ch]) + eps));
@@ -106,13 +194,17 @@ void batch_norm_update_running_cpu(const T* mean, const T* var_biased, int64_t c
 
 template <typename T>
 void forward_typed(const BatchNormShape& s, const T* x, const T* w, const T* b, T* running_mean, T* running_var,
-                   bool training, double momentum, double eps, T* y, T* mean, T* invstd) {
+                   bool training, double momentum, double eps, T* y, T* mean, T* invstd, const BatchNormSync* sync) {
   if (training) {
     std::vector<T> var(static_cast<size_t>(s.c));
-    batch_norm_stats_cpu(x, s.n, s.c, s.hw, mean, var.data());
+    int64_t count = s.n * s.hw;
+    if (sync && sync->fn)
+      count = batch_norm_stats_sync_cpu(x, s.n, s.c, s.hw, mean, var.data(), *sync);
+    else
+      batch_norm_stats_cpu(x, s.n, s.c, s.hw, mean, var.data());
     batch_norm_invstd_cpu(var.data(), eps, invstd, s.c);
     if (running_mean && running_var)
-      batch_norm_update_running_cpu(mean, var.data(), s.n * s.hw, momentum, running_mean, running_var, s.c);
+      batch_norm_update_running_cpu(mean, var.data(), count, momentum, running_mean, running_var, s.c);
   } else {
     std::memcpy(mean, running_mean, static_cast<size_t>(s.c) * sizeof(T));
     batch_norm_invstd_cpu(running_var, eps, invstd, s.c);
@@ -122,20 +214,29 @@ void forward_typed(const BatchNormShape& s, const T* x, const T* w, const T* b, 
 
 void batch_norm_forward(engine::DeviceContext&, engine::DType dt, const BatchNormShape& s, const void* x,
                         const void* w, const void* b, void* rm, void* rv, bool training, double momentum, double eps,
-                        void* y, void* mean, void* invstd) {
+                        void* y, void* mean, void* invstd, const BatchNormSync* sync) {
   if (dt == engine::DType::F32)
     forward_typed(s, static_cast<const float*>(x), static_cast<const float*>(w), static_cast<const float*>(b),
                   static_cast<float*>(rm), static_cast<float*>(rv), training, momentum, eps, static_cast<float*>(y),
-                  static_cast<float*>(mean), static_cast<float*>(invstd));
+                  static_cast<float*>(mean), static_cast<float*>(invstd), sync);
   else
     forward_typed(s, static_cast<const double*>(x), static_cast<const double*>(w), static_cast<const double*>(b),
                   static_cast<double*>(rm), static_cast<double*>(rv), training, momentum, eps,
-                  static_cast<double*>(y), static_cast<double*>(mean), static_cast<double*>(invstd));
+                  static_cast<double*>(y), static_cast<double*>(mean), static_cast<double*>(invstd), sync);
 }
 
 void batch_norm_backward(engine::DeviceContext&, engine::DType dt, const BatchNormShape& s, const void* x,
                          const void* dy, const void* mean, const void* invstd, const void* w, bool training, void* dx,
-                         void* dw, void* db) {
+                         void* dw, void* db, const BatchNormSync* sync) {
+  if (training && sync && sync->fn) {
+    float_or_double(dt, [&](auto t) {
+      using T = decltype(t);
+      batch_norm_backward_sync_cpu(static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<const T*>(mean),
+                                   static_cast<const T*>(invstd), static_cast<const T*>(w), static_cast<T*>(dx),
+                                   static_cast<T*>(dw), static_cast<T*>(db), s.n, s.c, s.hw, *sync);
+    });
+    return;
+  }
   if (dt == engine::DType::F32)
     batch_norm_backward_cpu(static_cast<const float*>(x), static_cast<const float*>(dy),
                             static_cast<const float*>(mean), static_cast<const float*>(invstd),

@@ -64,11 +64,53 @@ void scale_entry(engine::DeviceContext&, DType dt, void* data, int64_t n, double
   }
 }
 
+template <typename Store>
+void compress_to(const float* __restrict__ s, uint16_t* __restrict__ d, int64_t n, float k, Store store) {
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+  for (int64_t i = 0; i < n; ++i) d[i] = store(s[i] * k);
+}
+
+template <typename Load>
+void decompress_from(const uint16_t* __restrict__ s, float* __restrict__ d, int64_t n, float k, Load load) {
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+  for (int64_t i = 0; i < n; ++i) d[i] = load(s[i]) * k;
+}
+
+void compress_entry(engine::DeviceContext&, DType wire, const float* src, void* dst, int64_t n, double scale) {
+  if (n <= 0) return;
+  const float k = static_cast<float>(scale);
+  if (wire == DType::F32) {
+    float* d = static_cast<float*>(dst);
+#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
+    for (int64_t i = 0; i < n; ++i) d[i] = src[i] * k;
+  } else if (wire == DType::F16) {
+    compress_to(src, static_cast<uint16_t*>(dst), n, k, [](float v) { return engine::f32_to_f16(v); });
+  } else {
+    compress_to(src, static_cast<uint16_t*>(dst), n, k, [](float v) { return engine::f32_to_bf16(v); });
+  }
+}
+
+void decompress_entry(engine::DeviceContext&, DType wire, const void* src, float* dst, int64_t n, double scale) {
+  if (n <= 0) return;
+  const float k = static_cast<float>(scale);
+  if (wire == DType::F32) {
+    const float* s = static_cast<const float*>(src);
+#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
+    for (int64_t i = 0; i < n; ++i) dst[i] = s[i] * k;
+  } else if (wire == DType::F16) {
+    decompress_from(static_cast<const uint16_t*>(src), dst, n, k, [](uint16_t v) { return engine::f16_to_f32(v); });
+  } else {
+    decompress_from(static_cast<const uint16_t*>(src), dst, n, k, [](uint16_t v) { return engine::bf16_to_f32(v); });
+  }
+}
+
 }  // namespace
 
 Y9_REGISTER_KERNELS(engine::DeviceType::CPU, b) {
   b.add(kCommAccumulate, &accumulate_entry, engine::kFloating);
   b.add(kCommScale, &scale_entry, engine::kFloating);
+  b.add(kCommCompress, &compress_entry, engine::DTypeSet{DType::F32, DType::F16, DType::BF16});
+  b.add(kCommDecompress, &decompress_entry, engine::DTypeSet{DType::F32, DType::F16, DType::BF16});
 }
 
 }  // namespace kernels::cpu

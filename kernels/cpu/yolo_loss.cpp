@@ -44,7 +44,7 @@ void yolo_decode_cpu(const T* pred, const T* anc, const T* stride, int64_t B, in
 template <typename T>
 void yolo_branch_loss_forward_cpu(const T* pred, const T* box_grid, const T* anc, const T* stride,
                                   const T* target_bboxes, const T* target_scores, const bool* fg, int64_t B,
-                                  int64_t A, int64_t nc, int reg, T* out, T* tss) {
+                                  int64_t A, int64_t nc, int reg, double* sums) {
   const int64_t no = 4 * reg + nc;
   // Per-image partial sums combined in image order: bitwise reproducible for any thread count.
   std::vector<double> part(static_cast<size_t>(B * 4), 0.0);
@@ -84,11 +84,10 @@ void yolo_branch_loss_forward_cpu(const T* pred, const T* box_grid, const T* anc
     box += part[b * 4 + 2];
     dfl += part[b * 4 + 3];
   }
-  const double d = std::max(ts_sum, 1.0);
-  *tss = static_cast<T>(d);
-  out[0] = static_cast<T>(box / d);
-  out[1] = static_cast<T>(cls / d);
-  out[2] = static_cast<T>(dfl / d);
+  sums[0] = ts_sum;
+  sums[1] = box;
+  sums[2] = cls;
+  sums[3] = dfl;
 }
 
 template <typename T>
@@ -139,13 +138,13 @@ void decode_entry(DeviceContext&, DType dt, const void* pred, const void* anc, c
 
 void forward_entry(DeviceContext&, DType dt, const void* pred, const void* box_grid, const void* anc,
                    const void* stride, const void* target_bboxes, const void* target_scores, const bool* fg, int64_t B,
-                   int64_t A, int64_t nc, int reg, void* out, void* tss) {
+                   int64_t A, int64_t nc, int reg, double* sums) {
   float_or_double(dt, [&](auto t) {
     using T = decltype(t);
     yolo_branch_loss_forward_cpu<T>(static_cast<const T*>(pred), static_cast<const T*>(box_grid),
                                     static_cast<const T*>(anc), static_cast<const T*>(stride),
                                     static_cast<const T*>(target_bboxes), static_cast<const T*>(target_scores), fg, B,
-                                    A, nc, reg, static_cast<T*>(out), static_cast<T*>(tss));
+                                    A, nc, reg, sums);
   });
 }
 

@@ -52,11 +52,45 @@ void scale_entry(engine::DeviceContext& ctx, DType dt, void* data, int64_t n, do
   Y9_CHECK_SHAPE(ok, "comm_scale: dtype ", engine::dtype_name(dt), " not supported on cuda");
 }
 
+template <typename T>
+__global__ void compress_kernel(const float* __restrict__ s, T* __restrict__ d, int64_t n, float k) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    d[i] = Scalar<T>::store(s[i] * k);
+}
+
+template <typename T>
+__global__ void decompress_kernel(const T* __restrict__ s, float* __restrict__ d, int64_t n, float k) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    d[i] = Scalar<T>::load(s[i]) * k;
+}
+
+void compress_entry(engine::DeviceContext& ctx, DType wire, const float* src, void* dst, int64_t n, double scale) {
+  if (n <= 0) return;
+  cudaStream_t st = comm_stream(ctx);
+  const bool ok = dispatch_float(wire, [&]<typename T>() {
+    compress_kernel<T><<<grid_for(n), kBlock, 0, st>>>(src, static_cast<T*>(dst), n, static_cast<float>(scale));
+    CUDA_CHECK_LAUNCH(st);
+  });
+  Y9_CHECK_SHAPE(ok, "comm_compress: dtype ", engine::dtype_name(wire), " not supported on cuda");
+}
+
+void decompress_entry(engine::DeviceContext& ctx, DType wire, const void* src, float* dst, int64_t n, double scale) {
+  if (n <= 0) return;
+  cudaStream_t st = comm_stream(ctx);
+  const bool ok = dispatch_float(wire, [&]<typename T>() {
+    decompress_kernel<T><<<grid_for(n), kBlock, 0, st>>>(static_cast<const T*>(src), dst, n, static_cast<float>(scale));
+    CUDA_CHECK_LAUNCH(st);
+  });
+  Y9_CHECK_SHAPE(ok, "comm_decompress: dtype ", engine::dtype_name(wire), " not supported on cuda");
+}
+
 }  // namespace
 
 Y9_REGISTER_KERNELS(engine::DeviceType::CUDA, b) {
   b.add(kCommAccumulate, &accumulate_entry, engine::kFloating);
   b.add(kCommScale, &scale_entry, engine::kFloating);
+  b.add(kCommCompress, &compress_entry, engine::DTypeSet{DType::F32, DType::F16, DType::BF16});
+  b.add(kCommDecompress, &decompress_entry, engine::DTypeSet{DType::F32, DType::F16, DType::BF16});
 }
 
 }  // namespace kernels::cuda

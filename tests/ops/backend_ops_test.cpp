@@ -25,6 +25,7 @@
 #include "engine/layout.h"
 #include "engine/rng.h"
 #include "kernels/common/box_loss.h"
+#include "kernels/common/comm.h"
 #include "kernels/common/optim.h"
 #include "kernels/common/rng.h"
 #include "ops/ciou.h"
@@ -390,6 +391,39 @@ std::vector<Row> rows() {
                  for (size_t i = 0; i < e.size(); ++i) e[i] = kernels::ema_blend(e[i], m[i], 0.75f, 0.25f);
                  return Tensor::from_vector<float>(e, {134}).to(DType::F64);
                }});
+  r.push_back({"comm_accumulate, comm_scale (the all-reduce's local reduction)", {"comm_accumulate", "comm_scale"},
+               [=] { return std::vector<Input>{in(rnd({1037}, 150), false), in(rnd({1037}, 151), false)}; },
+               [](const Inputs& x) {
+                 Tensor d = x[0].clone();
+                 auto& ctx = engine::backend(d.device().type).context(d.device());
+                 ctx.synchronize(engine::StreamKind::Compute);  // the entries run on the Communication stream
+                 auto acc = engine::kernel(kernels::kCommAccumulate, d.dtype(), d.device());
+                 acc.fn(acc.ctx, d.dtype(), d.data_ptr(), x[1].data_ptr(), d.numel());
+                 auto sc = engine::kernel(kernels::kCommScale, d.dtype(), d.device());
+                 sc.fn(sc.ctx, d.dtype(), d.data_ptr(), d.numel(), 0.25);
+                 ctx.synchronize(engine::StreamKind::Communication);
+                 return d;
+               },
+               GradMode::None});
+  r.push_back({"comm_compress, comm_decompress (gradient wire dtype)", {"comm_compress", "comm_decompress"},
+               [=] { return std::vector<Input>{in(rnd({1037}, 152, -3, 3), false)}; },
+               [](const Inputs& x) {
+                 // The swept dtype is the wire dtype; the gradient side is F32.
+                 const DType wire = x[0].dtype();
+                 Tensor g = x[0].to(DType::F32).contiguous();
+                 Tensor w = Tensor::empty({g.numel()}, wire, g.device());
+                 Tensor back = Tensor::empty({g.numel()}, DType::F32, g.device());
+                 auto& ctx = engine::backend(g.device().type).context(g.device());
+                 ctx.synchronize(engine::StreamKind::Compute);
+                 auto c = engine::kernel(kernels::kCommCompress, wire, g.device());
+                 c.fn(c.ctx, wire, g.data<float>(), w.data_ptr(), g.numel(), 0.5);
+                 auto d = engine::kernel(kernels::kCommDecompress, wire, g.device());
+                 d.fn(d.ctx, wire, w.data_ptr(), back.data<float>(), g.numel(), 4.0);
+                 ctx.synchronize(engine::StreamKind::Communication);
+                 return back.to(wire);
+               },
+               GradMode::None,
+               [](const Inputs& x) { return ops::mul(x[0].to(DType::F64), Tensor::full({}, 2.0, DType::F64)); }});
   r.push_back({"sum_squares (per range)", {"sum_squares"}, [=] { return std::vector<Input>{in(rnd({70000}, 140), false)}; },
                [](const Inputs& x) {
                  const std::vector<kernels::FlatRange> rg = {{0, 5}, {5, 17000}, {17100, 52900}};
