@@ -38,7 +38,7 @@ void register_train(CLI::App& app) {
         sub.add_flag("--multi-scale", o.multi_scale, "vary img-size +/- 50% (not supported yet)");
         sub.add_flag("--single-cls", o.single_cls, "train multi-class data as single-class");
         sub.add_option("--optimizer", o.optimizer, "optimizer: SGD, Adam, AdamW, LION")->capture_default_str();
-        sub.add_flag("--sync-bn", o.sync_bn, "SyncBatchNorm (DDP only; ignored)");
+        sub.add_flag("--sync-bn", o.sync_bn, "SyncBatchNorm across data-parallel ranks (also on CPU ranks)");
         sub.add_option("--workers", o.workers, "max dataloader workers")->capture_default_str();
         sub.add_option("--project", o.project, "save to project/name")->capture_default_str();
         sub.add_option("--name", o.name, "save to project/name ('cfg' = model YAML stem)")->capture_default_str();
@@ -53,7 +53,8 @@ void register_train(CLI::App& app) {
         sub.add_option("--freeze", o.freeze, "freeze layers: backbone=10, first3=0 1 2")->expected(1, -1);
         sub.add_option("--save-period", o.save_period, "save checkpoint every x epochs (disabled if < 1)");
         sub.add_option("--seed", o.seed, "global training seed")->capture_default_str();
-        sub.add_option("--local_rank", o.local_rank, "automatic DDP multi-GPU argument (ignored)");
+        sub.add_option("--local_rank,--local-rank", o.local_rank,
+                       "automatic DDP multi-GPU argument (ignored: the launcher's environment gives the rank)");
         sub.add_option("--min-items", o.min_items, "drop images with fewer labels");
         sub.add_option("--close-mosaic", o.close_mosaic, "disable mosaic for the final N epochs");
         sub.add_option("--entity", o.entity, "W&B entity (ignored)");
@@ -67,6 +68,25 @@ void register_train(CLI::App& app) {
                        "weight decay is scaled by batch*accumulate/nbs (official constant 64)")
             ->capture_default_str();
         sub.add_flag("--fp32-init", o.fp32_init, "skip the official FP16 rounding of the initial weights");
+        sub.add_option("--accumulate", o.accumulate,
+                       "fixed gradient accumulation: update every N steps (0 = the nominal-batch rule, ~nbs images "
+                       "per update)")
+            ->capture_default_str();
+        sub.add_option("--allreduce", o.allreduce,
+                       "data-parallel gradient all-reduce: ring (ours: ring, or halving-doubling for small buckets) "
+                       "or nccl (the library's: ncclAllReduce on GPUs, MPI_Allreduce on CPUs)")
+            ->capture_default_str();
+        sub.add_option("--bucket-mb", o.bucket_mb, "gradient bucket cap in MiB (the first bucket is 1 MiB)")
+            ->capture_default_str();
+        sub.add_option("--grad-dtype", o.grad_dtype, "gradient payload on the wire: fp32, fp16 or bf16 (FP32 sums)")
+            ->capture_default_str();
+        sub.add_option("--master-port", o.master_port,
+                       "rendezvous port for --device 0,1,...: one process per GPU (0 = pick a free port)");
+        sub.add_flag("--val-distributed", o.val_distributed,
+                     "shard validation across the data-parallel ranks instead of validating on rank 0");
+        sub.add_option("--trace", o.trace,
+                       "write a Chrome-trace JSON of a few training steps (forward, backward per layer, bucket "
+                       "all-reduces, optimizer) to this file");
         sub.add_option("--stop-after-batches", o.stop_after_batches,
                        "testing: behave as if interrupted after N iterations (saves last, exits 0)")
             ->group("");

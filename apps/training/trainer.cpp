@@ -23,6 +23,7 @@
 
 #include "apps/training/clip.h"
 #include "apps/training/config_paths.h"
+#include "apps/training/dist/allreduce.h"
 #include "apps/training/evaluator.h"
 #include "apps/training/param_groups.h"
 #include "apps/training/strfmt.h"
@@ -47,7 +48,8 @@ namespace training {
   X(single_cls) X(optimizer) X(sync_bn) X(workers) X(project) X(name) X(exist_ok) X(quad) X(cos_lr)      \
   X(flat_cos_lr) X(fixed_lr) X(label_smoothing) X(patience) X(freeze) X(save_period) X(seed)              \
   X(local_rank) X(min_items) X(close_mosaic) X(entity) X(upload_dataset) X(bbox_interval)                 \
-  X(artifact_alias) X(deterministic) X(fp32_init) X(nbs) X(save_dir)
+  X(artifact_alias) X(deterministic) X(fp32_init) X(nbs) X(save_dir) X(accumulate) X(allreduce) X(bucket_mb)    \
+  X(grad_dtype) X(master_port) X(val_distributed) X(trace)
 
 nlohmann::ordered_json options_to_json(const TrainOptions& o) {
   nlohmann::ordered_json j;
@@ -182,6 +184,7 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 // --- set-up ----------------------------------------------------------------------------------------
 
 Trainer::Trainer(TrainOptions o, bool resume) : o_(std::move(o)), resume_(resume) {
+  setup_distributed();
   setup_resume();
   setup_notices();
   setup_run_dir();
@@ -195,6 +198,20 @@ Trainer::Trainer(TrainOptions o, bool resume) : o_(std::move(o)), resume_(resume
 }
 
 Trainer::~Trainer() = default;
+
+// The world of this process (official: LOCAL_RANK/RANK/WORLD_SIZE from torch.distributed.launch).
+// Only rank 0 logs: the other ranks' stdout goes to /dev/null (errors still reach stderr).
+void Trainer::setup_distributed() {
+  dp_ = dist::DataParallel::from_launcher();
+  if (!dp_) return;
+  main_ = dp_->is_main();
+  if (!main_) {
+    std::fflush(stdout);
+    if (!std::freopen("/dev/null", "w", stdout)) std::fprintf(stderr, "rank %d: cannot silence stdout\n", dp_->rank());
+  }
+  std::printf("data-parallel: world size %d (%s), rank %d, local rank %d\n", dp_->world_size(),
+              dp_->comm().backend(), dp_->rank(), dp_->local_rank());
+}
 
 // Official: resume reloads the options of the run (opt.yaml / ckpt['opt']).
 void Trainer::setup_resume() {
@@ -219,7 +236,7 @@ void Trainer::setup_resume() {
 }
 
 // Flags that do nothing here, and option checks.
-void Trainer::setup_notices() const {
+void Trainer::setup_notices() {
   const TrainOptions& o = o_;
   if (o.noautoanchor) notice("--noautoanchor", "has no effect (anchor-free heads; same as the official code)");
   if (o.evolve) notice("--evolve", "hyper-parameter evolution is not implemented; training once with the given hyp");
@@ -227,9 +244,10 @@ void Trainer::setup_notices() const {
   if (!o.cache.empty()) notice("--cache", "ignored (images are decoded on the fly by the loader threads)");
   if (o.image_weights) notice("--image-weights", "is not supported; uniform sampling is used");
   if (o.multi_scale) notice("--multi-scale", "is not supported yet; training at a fixed --img");
-  if (o.sync_bn) notice("--sync-bn", "ignored (single-process training)");
+  const int world = dp_ ? dp_->world_size() : 1;
+  if (o.sync_bn && world == 1) notice("--sync-bn", "ignored (single-process training)");
   if (o.quad) notice("--quad", "is not supported; ordinary collate is used");
-  if (o.local_rank != -1) notice("--local_rank", "ignored (single-process training)");
+  if (o.local_rank != -1) notice("--local_rank", "ignored (the rank comes from the launcher's environment)");
   if (!o.entity.empty() || !o.upload_dataset.empty() || o.bbox_interval != -1 || o.artifact_alias != "latest")
     notice("--entity/--upload_dataset/--bbox_interval/--artifact_alias", "ignored (no W&B logger)");
   if (o.label_smoothing != 0.0) notice("--label-smoothing", "has no effect with the TAL loss (as officially)");
@@ -240,6 +258,20 @@ void Trainer::setup_notices() const {
              o.batch_size, ")");
   Y9_CHECK_T(engine::ConfigError, int(o.cos_lr) + int(o.flat_cos_lr) + int(o.fixed_lr) <= 1,
              "choose at most one of --cos-lr, --flat-cos-lr, --fixed-lr");
+  Y9_CHECK_T(engine::ConfigError, o.accumulate >= 0, "--accumulate must be >= 0 (0: the nominal-batch rule), got ",
+             o.accumulate);
+  // --batch is the global batch (official DDP: batch_size // WORLD_SIZE per process).
+  batch_rank_ = dist::per_rank_batch(o.batch_size, world);
+  if (world > 1) {
+    (void)dist::parse_allreduce_algo(o.allreduce);
+    Y9_CHECK_T(engine::ConfigError, o.grad_dtype == "fp32" || o.grad_dtype == "fp16" || o.grad_dtype == "bf16",
+               "--grad-dtype ", o.grad_dtype, ": expected fp32, fp16 or bf16");
+    Y9_CHECK_T(engine::ConfigError, o.bucket_mb > 0, "--bucket-mb must be > 0, got ", o.bucket_mb);
+    std::printf("data-parallel: global batch %lld = %d ranks x %lld, all-reduce %s, buckets %g MiB (first 1 MiB), "
+                "gradients on the wire %s%s\n",
+                (long long)o.batch_size, world, (long long)batch_rank_, o.allreduce.c_str(), o.bucket_mb,
+                o.grad_dtype.c_str(), o.sync_bn ? ", SyncBatchNorm" : "");
+  }
 }
 
 // Paths, the run folder (official increment_path) and a write probe.
@@ -251,11 +283,13 @@ void Trainer::setup_run_dir() {
                                          : resolve_config(o_.data, "data", "dataset YAML (--data)");
   if (!resume_) {
     const std::string name = o_.name == "cfg" ? fs::path(o_.cfg).stem().string() : o_.name;
-    save_dir_ = io::increment_path((fs::path(o_.project) / name).string(), o_.exist_ok);
+    if (main_) save_dir_ = io::increment_path((fs::path(o_.project) / name).string(), o_.exist_ok);
+    if (dp_) save_dir_ = dp_->broadcast_string(save_dir_.string());  // rank 0's choice
   }
   o_.save_dir = save_dir_.string();
   wdir_ = save_dir_ / "weights";
   csv_ = save_dir_ / "results.csv";
+  if (!main_) return;  // only rank 0 writes the run folder
   std::error_code ec;
   fs::create_directories(wdir_, ec);
   Y9_CHECK_T(engine::IoError, !ec, "cannot create the run directory ", wdir_.string(), ": ", ec.message());
@@ -272,7 +306,7 @@ void Trainer::setup_hyp() {
   if (hyp_.fl_gamma != 0.0 || hyp_.cls_pw != 1.0)
     notice("hyp fl_gamma/cls_pw", "are not supported by the fused loss; using fl_gamma 0, cls_pw 1");
   std::printf("hyperparameters: %s\n", hyp_.summary().c_str());
-  if (!resume_) {
+  if (!resume_ && main_) {
     write_yaml(save_dir_ / "hyp.yaml", hyp_.to_json());
     nlohmann::ordered_json oj = options_to_json(o_);
     oj["hyp"] = hyp_.to_json();
@@ -311,7 +345,8 @@ void Trainer::setup_data() {
 // The model, the loss settings, transferred weights (--weights) and --freeze.
 void Trainer::setup_model() {
   graph::BuildOptions bo;
-  bo.seed = static_cast<uint64_t>(o_.seed);
+  // Official init_seeds(opt.seed + 1 + RANK), RANK = -1 alone; rank 0's weights are broadcast.
+  bo.seed = static_cast<uint64_t>(o_.seed + (dp_ ? 1 + dp_->rank() : 0));
   model_ = graph::Model::from_yaml(o_.cfg, nc_, bo);
   // Image size: a multiple of the grid stride, at least 2 grids (official check_img_size(imgsz, gs, gs * 2)).
   gs_ = model_->grid_stride();
@@ -323,6 +358,21 @@ void Trainer::setup_model() {
   loss_cfg_ = branches == 2 ? ops::YoloLossConfig::dual(nc_) : ops::YoloLossConfig::single(nc_);
   loss_cfg_.strides = model_->strides();
   loss_cfg_.reg_max = model_->head()->reg_max;
+  val_loss_cfg_ = loss_cfg_;
+  const int world = dp_ ? dp_->world_size() : 1;
+  const bool sync_bn = o_.sync_bn && world > 1;
+  const int64_t n_bn = model_->set_batchnorm_sync(sync_bn ? dp_->batchnorm_sync() : nullptr);
+  Y9_CHECK_T(engine::ConfigError, world == 1 || batch_rank_ >= 2 || n_bn == 0 || sync_bn, "--batch ", o_.batch_size,
+             " gives each of the ", world, " ranks a batch of ", batch_rank_, ", below 2, and ", o_.cfg, " has ", n_bn,
+             " BatchNorm layers in training (a per-rank batch below 2 is the official 'Expected more than 1 value per "
+             "channel' trap); use --batch ", 2 * world, " or more, or --sync-bn");
+  if (world > 1) {
+    // Deviation (official DDP normalises each rank's loss by its own target_scores_sum and
+    // averages the gradients): the loss is normalised by the global target_scores_sum and scaled
+    // by the global batch, and the gradients are summed, so N ranks x b equal 1 process x N*b.
+    loss_cfg_.reduce_sums = dp_->loss_reduce();
+    loss_cfg_.loss_batch = o_.batch_size;
+  }
 
   if (!resume_ && !o_.weights.empty()) {
     engine::autograd::NoGradGuard ng;
@@ -356,7 +406,7 @@ void Trainer::setup_model() {
 void Trainer::setup_optimizer() {
   const int64_t nbs = o_.nbs;
   Y9_CHECK_T(engine::ConfigError, nbs > 0, "--nbs must be > 0 (got ", nbs, ")");
-  accumulate_ = official_accumulate(o_.batch_size, nbs);
+  accumulate_ = o_.accumulate > 0 ? o_.accumulate : official_accumulate(o_.batch_size, nbs);
   const double decay = official_weight_decay(hyp_.weight_decay, o_.batch_size, accumulate_, nbs);
   const OfficialParamSplit split = official_param_split(*model_);
   // Parameters and gradients live in flat buffers for the whole run (registration order); the
@@ -366,6 +416,30 @@ void Trainer::setup_optimizer() {
   for (const auto& nb : model_->named_buffers())
     if (engine::is_floating(nb.second.dtype())) float_buffers.push_back(nb);
   if (!float_buffers.empty()) flat_buffers_ = engine::pack_flat(float_buffers);
+  if (dp_) {
+    // Every rank starts from rank 0's weights and statistics (official DDP broadcasts them).
+    Tensor p = store_->params().flat;
+    dp_->broadcast(p);
+    if (flat_buffers_.flat.defined()) dp_->broadcast(flat_buffers_.flat);
+    if (!o_.trace.empty()) tracer_ = std::make_unique<Tracer>(dp_->rank());
+    dist::ReducerOptions ro;
+    ro.bucket_mb = o_.bucket_mb;
+    ro.algo = dist::parse_allreduce_algo(o_.allreduce);
+    ro.grad_dtype = o_.grad_dtype == "fp16" ? engine::DType::F16 : o_.grad_dtype == "bf16" ? engine::DType::BF16
+                                                                                          : engine::DType::F32;
+    dp_->attach_reducer(*store_, ro, tracer_.get());
+    if (dp_->reducer())
+      std::printf("data-parallel: %zu gradient buckets (%.1f MiB of gradients)\n", dp_->reducer()->buckets().size(),
+                  static_cast<double>(store_->grads().flat.numel()) * 4 / 1048576.0);
+  }
+  if (!o_.trace.empty() && !tracer_) tracer_ = std::make_unique<Tracer>(0);
+  if (tracer_)
+    for (size_t k = 0; k < store_->size(); ++k) {
+      if (!store_->trainable(k)) continue;
+      const std::string& nm = store_->name(k);  // model.<layer>.
+      const int layer = nm.rfind("model.", 0) == 0 ? std::atoi(nm.c_str() + 6) : -1;
+      store_->param(k).register_grad_ready_hook([this, layer](const Tensor&) { trace_grad_ready(layer); });
+    }
   opt_ = make_official_optimizer(opt_kind_, *store_, split, hyp_.lr0, hyp_.momentum, decay);
   std::printf("optimizer: %s(lr=%g) with parameter groups %zu weight(decay=0.0), %zu weight(decay=%g), %zu bias\n",
               optimizer_kind_name(opt_kind_), hyp_.lr0, split.norm.size(), split.decay.size(), decay,
@@ -419,7 +493,7 @@ void Trainer::setup_loaders() {
   ta.img_size = static_cast<int>(imgsz_);
   ta.augment = true;
   ta.rect = o_.rect;
-  ta.batch_size = static_cast<int>(o_.batch_size);
+  ta.batch_size = static_cast<int>(batch_rank_);
   ta.stride = static_cast<int>(gs_);
   ta.epochs = static_cast<int>(o_.epochs);
   ta.close_mosaic = static_cast<int>(o_.close_mosaic);
@@ -427,17 +501,24 @@ void Trainer::setup_loaders() {
   ta.hyp = hyp_;
   train_ds_ = std::make_shared<const io::AugmentedDataset>(train_scan_.records, ta);
   io::LoaderOptions tl;
-  tl.batch_size = static_cast<int>(o_.batch_size);
+  tl.batch_size = static_cast<int>(batch_rank_);
   tl.workers = workers_;
+  if (dp_) {
+    // The official DistributedSampler: a fresh (seed, epoch) shuffle shared by the ranks, every
+    // world_size-th image from the rank. Deviation: augmentation draws depend on (seed, epoch,
+    // image) only, not on the rank, so N ranks x b see exactly the images of 1 process x N*b.
+    tl.rank = dp_->rank();
+    tl.world_size = dp_->world_size();
+  }
   tl.shuffle = !o_.rect;
   tl.seed = static_cast<uint64_t>(o_.seed);
   tl.epochs = static_cast<int>(o_.epochs);  // workers prefetch across epochs, never past the last
   train_loader_ = std::make_unique<io::DataLoader>(train_ds_, tl);
-  if (have_val_) {
+  if (have_val_ && (main_ || o_.val_distributed)) {
     io::AugmentOptions va = ta;
     va.augment = false;
     va.rect = true;
-    va.batch_size = static_cast<int>(o_.batch_size * 2);
+    va.batch_size = static_cast<int>(batch_rank_ * 2);
     va.rect_pad = 0.5;
     val_ds_ = std::make_shared<const io::AugmentedDataset>(val_scan_.records, va);
     vo_.batch_size = va.batch_size;
@@ -462,7 +543,7 @@ void Trainer::setup_loaders() {
 void Trainer::setup_last() {
   // Official step 13: round the training model through FP16 once (the EMA keeps FP32 values).
   if (!resume_ && !o_.fp32_init) round_through_fp16_(model_->state_dict());
-  if (!resume_ && !o_.noplots) {
+  if (!resume_ && !o_.noplots && main_) {
     std::vector<float> cls, box;
     for (const auto& r : train_scan_.records)
       for (const auto& l : r.labels) {
@@ -560,8 +641,9 @@ int Trainer::interrupted_exit(const char* when, int64_t epoch, int64_t batch) co
   else
     std::printf("%s %s %lld: saved %s; continue with: yolov9 train --resume %s\n", what, when, (long long)epoch,
                 last.c_str(), last.c_str());
-  if (!o_.noplots && fs::exists(csv_)) io::plot_results(csv_.string(), (save_dir_ / "results.png").string());
+  if (!o_.noplots && main_ && fs::exists(csv_)) io::plot_results(csv_.string(), (save_dir_ / "results.png").string());
   std::fflush(stdout);
+  if (dp_) dp_->barrier();  // rank 0's checkpoint is complete before any rank exits
   return g_signal != 0 ? 128 + static_cast<int>(g_signal) : 0;
 }
 
@@ -590,11 +672,12 @@ int Trainer::run() {
     }
     if (g_signal != 0 ||
         (o_.stop_after_batches > 0 && nb_ * (epoch + 1) >= o_.stop_after_batches && epoch + 1 < o_.epochs)) {
-      if (o_.nosave) save_last(epoch, 0, epoch_mloss_);
+      if (o_.nosave && main_) save_last(epoch, 0, epoch_mloss_);
       return interrupted_exit("after epoch", epoch, -1);
     }
   }
-  if (!o_.noplots && fs::exists(csv_)) io::plot_results(csv_.string(), (save_dir_ / "results.png").string());
+  if (!o_.noplots && main_ && fs::exists(csv_)) io::plot_results(csv_.string(), (save_dir_ / "results.png").string());
+  if (dp_) dp_->barrier();  // every rank ends together (rank 0 wrote the plots)
   const double hours = seconds_since(t_start) / 3600.0;
   std::printf("\n%lld epochs completed in %.3f hours.\nResults saved to %s\n  weights: %s, %s\n",
               (long long)(epoch - start_epoch_), hours, save_dir_.string().c_str(),
@@ -624,6 +707,10 @@ Trainer::EpochEnd Trainer::run_epoch(int64_t epoch) {
     const auto t0 = std::chrono::steady_clock::now();
     times[0] += std::chrono::duration<double>(t0 - tw).count();
     const int64_t ni = i + nb_ * epoch;
+    if (tracer_ && tracer_->active()) {
+      const int64_t dw = static_cast<int64_t>(std::chrono::duration<double>(t0 - tw).count() * 1e6);
+      tracer_->complete("data wait", "data", tracer_->now_us() - dw, dw);
+    }
     step(batch, epoch, i, ni, mloss, times);
     const int64_t B = batch.images.size(0);
     images_seen += B;
@@ -646,11 +733,13 @@ Trainer::EpochEnd Trainer::run_epoch(int64_t epoch) {
       std::printf("%s\n", line.c_str());
     }
     std::fflush(stdout);
-    if (!o_.noplots && ni < 3)
+    if (!o_.noplots && ni < 3 && main_)
       io::plot_images(batch.images, batch.targets, names_,
                       (save_dir_ / fmt("train_batch%lld.jpg", (long long)ni)).string(), Tensor(), batch.paths);
+    // Every rank stops at the same step: a signal that reached some ranks stops all of them.
+    if (dp_ && dp_->world_size() > 1 && dp_->any(g_signal != 0) && g_signal == 0) g_signal = SIGINT;
     if (g_signal != 0 || (o_.stop_after_batches > 0 && ni + 1 >= o_.stop_after_batches && i + 1 < nb_)) {
-      save_last(epoch - 1, i + 1, mloss);
+      if (main_) save_last(epoch - 1, i + 1, mloss);
       interrupted_exit("", epoch, i);
       return EpochEnd::Interrupted;
     }
@@ -671,14 +760,36 @@ void Trainer::step(const io::Batch& batch, int64_t epoch, int64_t i, int64_t ni,
     tl = n;
     return d;
   };
+  trace_step(ni);
+  Tracer* tr = tracer_ && tracer_->active() ? tracer_.get() : nullptr;
+  const int64_t t_fwd = tr ? tr->now_us() : 0;
   const Tensor x = to_unit_float(batch.images);
-  if (ni <= nw_) accumulate_ = apply_warmup(*opt_, ni, nw_, sched_->lf(epoch), warmup_, o_.batch_size);
+  if (ni <= nw_) {
+    const int64_t acc = apply_warmup(*opt_, ni, nw_, sched_->lf(epoch), warmup_, o_.batch_size);
+    if (o_.accumulate <= 0) accumulate_ = acc;  // --accumulate fixes it
+  }
   graph::ModelOutput out = model_->forward(x);
   times[1] += lap();
+  if (tr) tr->complete("forward", "compute", t_fwd, tr->now_us() - t_fwd);
+  const int64_t t_loss = tr ? tr->now_us() : 0;
   ops::YoloLossResult L = ops::yolo_loss(out.raw, batch.targets, loss_cfg_);
   const auto items = L.items.to_vector<double>();
   const double total = L.total.item<double>();
-  if (!std::isfinite(items[0]) || !std::isfinite(items[1]) || !std::isfinite(items[2]) || !std::isfinite(total)) {
+  if (tr) tr->complete("loss", "compute", t_loss, tr->now_us() - t_loss);
+  const bool finite = std::isfinite(items[0]) && std::isfinite(items[1]) && std::isfinite(items[2]) && std::isfinite(total);
+  if (!finite && dp_ && dp_->world_size() > 1) {
+    // The loss sums are all-reduced, so every rank sees this same non-finite loss: all skip the
+    // step together (no backward, so no gradient collective is started anywhere).
+    ++nonfinite_run_;
+    std::printf("\nwarning: non-finite loss (box %g, cls %g, dfl %g) at epoch %lld batch %lld: every rank skips this "
+                "step (%lld in a row)\n", items[0], items[1], items[2], (long long)epoch, (long long)i,
+                (long long)nonfinite_run_);
+    Y9_CHECK(nonfinite_run_ < 10, "the loss was not finite for 10 steps in a row (epoch ", epoch, " batch ", i,
+             "): training diverged; lower the learning rate (hyp lr0 = ", hyp_.lr0, ") or check the labels");
+    return;
+  }
+  nonfinite_run_ = 0;
+  if (!finite) {
     std::printf("\n");
     Y9_THROW(engine::Error, "loss is not finite (box ", items[0], ", cls ", items[1], ", dfl ", items[2], ") at epoch ",
              epoch, " batch ", i, " (iteration ", ni, "); last finite loss: ",
@@ -691,14 +802,27 @@ void Trainer::step(const io::Batch& batch, int64_t epoch, int64_t i, int64_t ni,
   last_finite_ = {items[0], items[1], items[2]};
   last_finite_ni_ = ni;
   times[2] += lap();
+  const bool update = ni - last_opt_step_ >= accumulate_;
+  dist::GradReducer* red = dp_ ? dp_->reducer() : nullptr;
+  if (red) red->begin_backward(update);  // gradients are all-reduced only on the step that updates
+  const int64_t t_bwd = tr ? tr->now_us() : 0;
+  if (tr) trace_span_t0_ = trace_last_hook_ = t_bwd, trace_layer_ = -1;
   L.total.backward();
+  if (tr) trace_backward_end();
+  if (red && update) {
+    const int64_t t_wait = tr ? tr->now_us() : 0;
+    red->finish_backward();
+    if (tr) tr->complete("wait for all-reduces", "compute", t_wait, tr->now_us() - t_wait);
+  }
   times[3] += lap();
-  if (ni - last_opt_step_ >= accumulate_) {
+  if (update) {
+    const int64_t t_opt = tr ? tr->now_us() : 0;
     clip_grad_norm_(*store_, 10.0);
     opt_->step();
     opt_->zero_grad();
     ema_->update();
     last_opt_step_ = ni;
+    if (tr) tr->complete("optimizer + EMA", "compute", t_opt, tr->now_us() - t_opt);
   }
   times[4] += lap();
   for (int k = 0; k < 3; ++k)
@@ -712,7 +836,7 @@ TrainValResult Trainer::validate() {
   const auto ms = ema_model_->state_dict();
   const auto& es = ema_->state();
   for (size_t k = 0; k < ms.size(); ++k) Tensor(ms[k].second).copy_(es[k].second);
-  return validate_model(*ema_model_, val_ds_, loss_cfg_, vo_);  // prints the official table
+  return validate_model(*ema_model_, val_ds_, val_loss_cfg_, vo_);  // prints the official table
 }
 
 bool Trainer::end_epoch(int64_t epoch, const std::array<double, 3>& mloss, double t_train, int64_t images,
@@ -722,14 +846,26 @@ bool Trainer::end_epoch(int64_t epoch, const std::array<double, 3>& mloss, doubl
   sched_->step();
   const bool final_epoch = epoch + 1 == o_.epochs || stopper_.possible_stop;
   TrainValResult vr;
-  if (val_ds_ && (!o_.noval || final_epoch)) vr = validate();
+  // Validation on rank 0 while the others wait in the broadcast below (no deadline, no spinning).
+  if (val_ds_ && main_ && (!o_.noval || final_epoch)) vr = validate();
   const double fi = vr.fitness();
-  const bool stop = stopper_(epoch, fi);
+  bool stop = stopper_(epoch, fi);
+  if (dp_) {
+    // Rank 0's decision and early-stopping state for every rank (official: broadcast_object_list).
+    double st[4] = {stop ? 1.0 : 0.0, stopper_.best_fitness, static_cast<double>(stopper_.best_epoch),
+                    stopper_.possible_stop ? 1.0 : 0.0};
+    if (dp_->world_size() > 1) dp_->comm().broadcast(st, sizeof st, 0);
+    stop = st[0] != 0.0;
+    stopper_.best_fitness = st[1];
+    stopper_.best_epoch = static_cast<int64_t>(st[2]);
+    stopper_.possible_stop = st[3] != 0.0;
+  }
   if (fi > best_fitness_) best_fitness_ = fi;
-  log_csv(epoch, {mloss[0], mloss[1], mloss[2], vr.p, vr.r, vr.map50, vr.map, vr.box, vr.cls, vr.dfl, lrs[0], lrs[1],
-                  lrs[2]});
+  if (main_)
+    log_csv(epoch, {mloss[0], mloss[1], mloss[2], vr.p, vr.r, vr.map50, vr.map, vr.box, vr.cls, vr.dfl, lrs[0],
+                    lrs[1], lrs[2]});
   const bool finished = final_epoch && (epoch + 1 == o_.epochs || stop);
-  if (!o_.nosave || final_epoch || stop) {
+  if (main_ && (!o_.nosave || final_epoch || stop)) {
     const io::Checkpoint ck = make_checkpoint(epoch, 0, mloss, finished || stop);
     io::save_checkpoint((wdir_ / "last.safetensors").string(), ck);
     if (best_fitness_ == fi) io::save_checkpoint((wdir_ / "best.safetensors").string(), ck);
@@ -745,8 +881,62 @@ bool Trainer::end_epoch(int64_t epoch, const std::array<double, 3>& mloss, doubl
   std::printf("  time per batch: data wait %.0f ms, forward %.0f ms, loss %.0f ms, backward %.0f ms, "
               "optimizer+EMA %.0f ms\n", 1e3 * times[0] / nbd, 1e3 * times[1] / nbd, 1e3 * times[2] / nbd,
               1e3 * times[3] / nbd, 1e3 * times[4] / nbd);
+  if (dist::GradReducer* red = dp_ ? dp_->reducer() : nullptr) {
+    // Data wait and compute are above; communication: the bucket all-reduces (overlapping
+    // backward) and the part the training thread waited for.
+    const dist::ReducerStats rs = red->stats();
+    std::printf("  communication per batch: all-reduce %.0f ms (%.1f MiB in %lld bucket reductions, %.0f MB/s), "
+                "exposed (waited for after backward) %.0f ms\n",
+                1e3 * rs.comm_s / nbd, static_cast<double>(rs.bytes) / 1048576.0, (long long)rs.reductions,
+                rs.comm_s > 0 ? static_cast<double>(rs.bytes) / rs.comm_s / 1e6 : 0.0, 1e3 * rs.wait_s / nbd);
+    red->reset_stats();
+  }
   std::fflush(stdout);
   return stop;
+}
+
+// --- tracing (--trace) -----------------------------------------------------------------------------
+
+// The traced window: 4 iterations from the third of the run (the first ones warm caches up).
+void Trainer::trace_step(int64_t ni) {
+  if (!tracer_) return;
+  if (trace_begin_ < 0) {
+    trace_begin_ = ni + std::min<int64_t>(2, std::max<int64_t>(0, nb_ - 1));
+    trace_end_ = trace_begin_ + 4;
+  }
+  if (ni == trace_begin_) tracer_->set_active(true);
+  if (ni == trace_end_ && tracer_->active()) {
+    tracer_->set_active(false);
+    if (main_) {
+      tracer_->write(o_.trace);
+      std::printf("\ntrace: wrote %s (%zu events, iterations %lld-%lld; open it in chrome://tracing or "
+                  "ui.perfetto.dev)\n", o_.trace.c_str(), tracer_->size(), (long long)trace_begin_,
+                  (long long)trace_end_ - 1);
+    }
+  }
+}
+
+// Backward spans per layer: the span of layer L ends at its last gradient.
+void Trainer::trace_grad_ready(int layer) {
+  if (!tracer_ || !tracer_->active()) return;
+  const int64_t now = tracer_->now_us();
+  if (layer != trace_layer_) {
+    if (trace_layer_ >= 0 || trace_last_hook_ > trace_span_t0_) {
+      tracer_->complete(fmt("backward model.%d", trace_layer_), "compute", trace_span_t0_,
+                        trace_last_hook_ - trace_span_t0_);
+      trace_span_t0_ = trace_last_hook_;
+    }
+    trace_layer_ = layer;
+  }
+  trace_last_hook_ = now;
+}
+
+void Trainer::trace_backward_end() {
+  if (!tracer_ || !tracer_->active()) return;
+  if (trace_layer_ >= 0)
+    tracer_->complete(fmt("backward model.%d", trace_layer_), "compute", trace_span_t0_,
+                      tracer_->now_us() - trace_span_t0_);
+  trace_layer_ = -1;
 }
 
 }  // namespace training

@@ -15,10 +15,12 @@
 #include <string>
 #include <vector>
 
+#include "apps/training/dist/data_parallel.h"
 #include "apps/training/ema.h"
 #include "apps/training/optim.h"
 #include "apps/training/param_store.h"
 #include "apps/training/schedule.h"
+#include "apps/training/trace.h"
 #include "apps/training/train_val.h"
 #include "graph/model.h"
 #include "io/augment.h"
@@ -74,6 +76,14 @@ struct TrainOptions {
   int64_t nbs = 64;                ///< nominal batch size (official constant 64)
   int64_t stop_after_batches = 0;  ///< hidden, tests: behave as if interrupted after N iterations
   std::string save_dir;
+  // Data-parallel training (apps/training/dist/; docs/distributed.md).
+  int64_t accumulate = 0;          ///< --accumulate: fixed gradient accumulation (0: the official nbs rule)
+  std::string allreduce = "ring";  ///< --allreduce: ring (ours) or nccl (the library's)
+  double bucket_mb = 25.0;         ///< --bucket-mb: gradient bucket cap (MiB; the first is 1 MiB)
+  std::string grad_dtype = "fp32"; ///< --grad-dtype: gradient payload on the wire (fp32, fp16, bf16)
+  int64_t master_port = 0;         ///< --master-port: rendezvous port of --device 0,1,.. (0: a free one)
+  bool val_distributed = false;    ///< --val-distributed: validation sharded across the ranks
+  std::string trace;               ///< --trace FILE: Chrome-trace JSON of a few steps
 };
 
 /// TrainOptions <-> JSON (opt.yaml, checkpoint metadata "opt"); every field, in declaration order.
@@ -110,8 +120,9 @@ class Trainer {
 
  private:
   // --- set-up steps (in the official order) ---
+  void setup_distributed();
   void setup_resume();
-  void setup_notices() const;
+  void setup_notices();
   void setup_run_dir();
   void setup_hyp();
   void setup_data();
@@ -136,6 +147,10 @@ class Trainer {
                                  bool finished) const;
   void save_last(int64_t epoch_done, int64_t next_batch, const std::array<double, 3>& mloss) const;
   void log_csv(int64_t epoch, const std::vector<double>& vals) const;
+  /// Tracing (--trace): starts and ends the traced window; backward spans per layer.
+  void trace_step(int64_t ni);
+  void trace_grad_ready(int layer);
+  void trace_backward_end();
   /// The "Interrupted ... continue with" line and the plots after an interruption; returns the
   /// exit code.
   int interrupted_exit(const char* when, int64_t epoch, int64_t batch) const;
@@ -179,6 +194,17 @@ class Trainer {
   std::array<double, 3> epoch_mloss_{0, 0, 0};  ///< mean losses of the last epoch run
   std::array<double, 3> last_finite_{0, 0, 0};
   int64_t last_finite_ni_ = -1;
+
+  // Data parallelism (null when the process runs alone) and tracing.
+  std::unique_ptr<dist::DataParallel> dp_;
+  bool main_ = true;          ///< rank 0 (or alone): logs, plots, validates, writes checkpoints
+  int64_t batch_rank_ = 0;    ///< this rank's batch (--batch / world size)
+  int64_t nonfinite_run_ = 0; ///< consecutive non-finite steps skipped (data-parallel)
+  ops::YoloLossConfig val_loss_cfg_;  ///< the loss of validation (this process's batches only)
+  std::unique_ptr<Tracer> tracer_;
+  int64_t trace_begin_ = -1, trace_end_ = -1;  ///< traced iterations [begin, end)
+  int trace_layer_ = -1;
+  int64_t trace_span_t0_ = 0, trace_last_hook_ = 0;
 };
 
 }  // namespace training
