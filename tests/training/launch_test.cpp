@@ -360,7 +360,8 @@ TEST(SpawnLocalRanks, ChildExitingWithCode3StopsTheOthers) {
   EXPECT_EQ(r.code, 3);
   EXPECT_TRUE(contains(r.log, "yolov9: rank 1 (device 5) exited with code 3\n")) << r.log;
   EXPECT_TRUE(contains(r.log, "stopping the other 2 ranks")) << r.log;
-  EXPECT_LT(r.seconds, 10.0);  // the survivors ended on SIGTERM, well before the grace period
+  EXPECT_FALSE(contains(r.log, "still running")) << r.log;  // the survivors ended on SIGTERM, before the grace
+  EXPECT_LT(r.seconds, 30.0);
   expect_survivors_gone(d.path, 2);
 }
 
@@ -371,7 +372,8 @@ TEST(SpawnLocalRanks, KilledChildIsNamedWithItsSignal) {
                             {"Y9_TEST_DIR", d.path.c_str()}});
   EXPECT_EQ(r.code, 128 + SIGKILL);
   EXPECT_TRUE(contains(r.log, "yolov9: rank 2 (device 2) was killed by signal 9 (SIGKILL)\n")) << r.log;
-  EXPECT_LT(r.seconds, 10.0);
+  EXPECT_FALSE(contains(r.log, "still running")) << r.log;
+  EXPECT_LT(r.seconds, 30.0);
   expect_survivors_gone(d.path, 2);
 }
 
@@ -385,7 +387,7 @@ TEST(SpawnLocalRanks, SurvivorsIgnoringSigtermGetSigkillAfterTheGrace) {
   EXPECT_TRUE(contains(r.log, "yolov9: rank 0 (device 0) exited with code 3\n")) << r.log;
   EXPECT_TRUE(contains(r.log, "1 rank still running after 1 s: SIGKILL")) << r.log;
   EXPECT_GE(r.seconds, 1.0);
-  EXPECT_LT(r.seconds, 5.0);
+  EXPECT_LT(r.seconds, 15.0);
   expect_survivors_gone(d.path, 1);
 }
 

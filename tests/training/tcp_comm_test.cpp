@@ -261,6 +261,8 @@ struct KillCase {
   const char* how;
 };
 
+void PrintTo(const KillCase& k, std::ostream* os) { *os << k.how << " rank " << k.victim << " of " << k.world; }
+
 class SocketFailure : public ::testing::TestWithParam<KillCase> {};
 
 // (a) A rank dies (SIGKILL mid-all-reduce) or aborts: every other rank exits non-zero within 60 s
@@ -369,7 +371,7 @@ TEST(SocketRendezvous, RankThatNeverJoinsIsNamed) {
     std::printf("[ measured ] rank %zu ended after %.3f s: %s", i, ps[i].exit_s, ps[i].out.c_str());
     EXPECT_TRUE(WIFEXITED(ps[i].status) && WEXITSTATUS(ps[i].status) != 0) << ps[i].describe();
     EXPECT_TRUE(contains(ps[i].out, "rank 2 did not join within 2 s (joined: 0, 1)")) << ps[i].out;
-    EXPECT_LT(ps[i].exit_s, 2.0 + 3.0);
+    EXPECT_LT(ps[i].exit_s, 15.0);  // a 2 s deadline after start-up; the margin is for a loaded machine
   }
 }
 
@@ -381,7 +383,7 @@ TEST(SocketRendezvous, MissingRankZeroIsNamed) {
     std::printf("[ measured ] ended after %.3f s: %s", p.exit_s, p.out.c_str());
     EXPECT_TRUE(WIFEXITED(p.status) && WEXITSTATUS(p.status) != 0) << p.describe();
     EXPECT_TRUE(contains(p.out, "could not reach rank 0 at 127.0.0.1:")) << p.out;
-    EXPECT_LT(p.exit_s, 2.0 + 3.0);
+    EXPECT_LT(p.exit_s, 15.0);  // a 2 s deadline after start-up; the margin is for a loaded machine
   }
 }
 
@@ -396,7 +398,7 @@ TEST(SocketRendezvous, WorldSizeDisagreementEndsEveryRank) {
     std::printf("[ measured ] ended after %.3f s: %s", p.exit_s, p.out.c_str());
     EXPECT_TRUE(WIFEXITED(p.status) && WEXITSTATUS(p.status) != 0) << p.describe();
     EXPECT_TRUE(contains(p.out, "has WORLD_SIZE=3 but rank 0 has WORLD_SIZE=2")) << p.out;
-    EXPECT_LT(p.exit_s, 5.0);
+    EXPECT_LT(p.exit_s, 15.0);  // at once after start-up; the margin is for a loaded machine
   }
 }
 
