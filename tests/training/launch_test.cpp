@@ -71,6 +71,20 @@ int child_main(int argc, char** argv) {
       write_file(dir / ("rank" + std::to_string(li.rank)), s.str());
       return 0;
     }
+    if (role == "spawn_ring_kill") {  // a socket world; rank 2 SIGKILLs itself mid-all-reduce
+      auto c = training::dist::make_world(training::dist::detect_launch());
+      std::vector<float> buf(1 << 18, 1.0f);
+      std::thread killer;
+      for (int k = 0;; ++k) {
+        if (c->rank() == 2 && k == 20)
+          killer = std::thread([] {
+            ::poll(nullptr, 0, 1);
+            ::raise(SIGKILL);
+          });
+        training::dist::ring_all_reduce(*c, buf.data(), static_cast<int64_t>(buf.size()), engine::DType::F32,
+                                        training::dist::ReduceOp::Avg, 64 << 10);
+      }
+    }
     if (role == "spawn_fail") {  // rank Y9_TEST_VICTIM fails (exit 3 / SIGKILL); the others wait forever
       const int rank = std::atoi(std::getenv("RANK"));
       const int victim = std::atoi(std::getenv("Y9_TEST_VICTIM"));
@@ -89,10 +103,16 @@ int child_main(int argc, char** argv) {
     }
     if (role == "spawn_wait") {  // waits for SIGTERM, notes it, exits 0
       static volatile sig_atomic_t got = 0;
+      // SIGTERM stays blocked except inside sigsuspend, so it cannot land between the check and
+      // the wait (pause() would then sleep forever).
+      sigset_t term, old;
+      sigemptyset(&term);
+      sigaddset(&term, SIGTERM);
+      ::sigprocmask(SIG_BLOCK, &term, &old);
       ::signal(SIGTERM, [](int) { got = 1; });
       const int rank = std::atoi(std::getenv("RANK"));
       write_file(dir / ("pid" + std::to_string(rank)), std::to_string(::getpid()));
-      while (!got) ::pause();
+      while (!got) ::sigsuspend(&old);
       write_file(dir / ("term" + std::to_string(rank)), "SIGTERM");
       return 0;
     }
@@ -375,6 +395,16 @@ TEST(SpawnLocalRanks, KilledChildIsNamedWithItsSignal) {
   EXPECT_FALSE(contains(r.log, "still running")) << r.log;
   EXPECT_LT(r.seconds, 30.0);
   expect_survivors_gone(d.path, 2);
+}
+
+// The realistic case: `--device 0,1,2` trains, rank 2 dies mid-all-reduce; its peers fail with a
+// CommError (exit 1) at about the same time, and the spawner still names the rank that died.
+TEST(SpawnLocalRanks, RankKilledMidAllReduceIsNamedFirst) {
+  const auto r = run_spawn({"/proc/self/exe", "train", "--device", "0,1,2"}, {"0", "1", "2"}, 0,
+                           {{"Y9_TEST_ROLE", "spawn_ring_kill"}});
+  EXPECT_EQ(r.code, 128 + SIGKILL);
+  EXPECT_EQ(r.log.rfind("yolov9: rank 2 (device 2) was killed by signal 9 (SIGKILL)\n", 0), 0u) << r.log;
+  EXPECT_LT(r.seconds, 60.0);
 }
 
 TEST(SpawnLocalRanks, SurvivorsIgnoringSigtermGetSigkillAfterTheGrace) {

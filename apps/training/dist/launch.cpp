@@ -404,6 +404,9 @@ int spawn_local_ranks(const std::vector<std::string>& argv, const std::vector<st
   auto kill_at = Clock::time_point::max();
   const auto grace = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opts.grace_s));
   while (alive > 0) {
+    // Reap everything that ended. When several failed since the last pass, a rank killed by a
+    // signal is named first: the others usually exited because it died (their CommError).
+    std::vector<std::pair<int, int>> failed;  // (rank, wait status)
     for (int i = 0; i < n; ++i) {
       Child& k = kids[static_cast<size_t>(i)];
       int st = 0;
@@ -411,25 +414,31 @@ int spawn_local_ranks(const std::vector<std::string>& argv, const std::vector<st
       k.alive = false;
       --alive;
       const bool bad = (WIFEXITED(st) && WEXITSTATUS(st) != 0) || WIFSIGNALED(st);
-      if (!bad || failing || interrupted) continue;  // after our own signals an exit is expected
+      if (bad && !failing && !interrupted) failed.emplace_back(i, st);  // after our own signals, exits are expected
+    }
+    std::stable_sort(failed.begin(), failed.end(),
+                     [](const auto& a, const auto& b) { return WIFSIGNALED(a.second) && !WIFSIGNALED(b.second); });
+    for (const auto& [i, st] : failed) {
       const std::string dev = devices[static_cast<size_t>(i)];
+      int code;
       if (WIFEXITED(st)) {
-        result = WEXITSTATUS(st);
-        std::fprintf(log, "yolov9: rank %d (device %s) exited with code %d\n", i, dev.c_str(), result);
+        code = WEXITSTATUS(st);
+        std::fprintf(log, "yolov9: rank %d (device %s) exited with code %d\n", i, dev.c_str(), code);
       } else {
-        result = 128 + WTERMSIG(st);
+        code = 128 + WTERMSIG(st);
         std::fprintf(log, "yolov9: rank %d (device %s) was killed by signal %d (%s)\n", i, dev.c_str(), WTERMSIG(st),
                      signal_name(WTERMSIG(st)));
       }
+      if (!failing) result = code;
       failing = true;
-      if (alive > 0) {
-        std::fprintf(log, "yolov9: stopping the other %d rank%s (SIGTERM, SIGKILL after %g s)\n", alive,
-                     alive == 1 ? "" : "s", opts.grace_s);
-        signal_all(SIGTERM);
-        kill_at = Clock::now() + grace;
-      }
-      std::fflush(log);
     }
+    if (!failed.empty() && alive > 0) {
+      std::fprintf(log, "yolov9: stopping the other %d rank%s (SIGTERM, SIGKILL after %g s)\n", alive,
+                   alive == 1 ? "" : "s", opts.grace_s);
+      signal_all(SIGTERM);
+      kill_at = Clock::now() + grace;
+    }
+    std::fflush(log);
     if (alive == 0) break;
     if (!killed && Clock::now() >= kill_at) {
       std::fprintf(log, "yolov9: %d rank%s still running after %g s: SIGKILL\n", alive, alive == 1 ? "" : "s",

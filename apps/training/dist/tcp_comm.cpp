@@ -440,8 +440,32 @@ struct TcpCommunicator::Mesh {
     Y9_THROW(CommError, msg);
   }
 
-  // The peer's connection ended (EOF, reset, broken pipe, keepalive timeout): it is the culprit.
+  // A FAIL frame that `peer` sent before its connection ended and that we have not read yet (it
+  // may sit behind data nobody asked for, e.g. when our send to it failed first). Looks at up to
+  // 1 MiB of what is queued, frame by frame, without consuming it; false when there is none.
+  bool peek_fail(int peer, Frame& out) {
+    Conn& c = conns[peer];
+    if (c.fd < 0 || c.r_off != 0) return false;  // a frame is half read: no header boundary here
+    std::vector<char> buf(size_t(1) << 20);
+    const ssize_t k = ::recv(c.fd, buf.data(), buf.size(), MSG_PEEK | MSG_DONTWAIT);
+    size_t off = 0;
+    while (k > 0 && off + kHdr <= static_cast<size_t>(k)) {
+      Frame h;
+      std::memcpy(&h, buf.data() + off, kHdr);
+      if (h.magic != kMagic) return false;
+      if (h.kind == kFail) {
+        out = h;
+        return true;
+      }
+      off += kHdr + h.len;
+    }
+    return false;
+  }
+
+  // The peer's connection ended (EOF, reset, broken pipe, keepalive timeout): it is the culprit,
+  // unless it told us before leaving that another rank is.
   [[noreturn]] void peer_lost(const char* op, int peer, int err) {
+    if (Frame f; peek_fail(peer, f)) peer_reported(op, peer, f);
     const int cause = err == ETIMEDOUT || err == EHOSTUNREACH ? kTimedOut : kClosed;
     if (!world->record(peer, cause, 0)) throw_broken(op, peer, -1);
     if (err != 0 && err != ECONNRESET && err != EPIPE && cause == kClosed) {
@@ -1134,12 +1158,14 @@ void TcpCommunicator::abort(int exit_code) {
   f.b = kAborted;
   f.len = static_cast<uint64_t>(static_cast<int64_t>(exit_code));
   if (lock.owns_lock()) {
+    // Our last data may still fill the socket buffers; the peers are reading (they wait on us), so
+    // the frame gets through soon. At most 1 s in all, so that abort() stays prompt.
+    const auto deadline = Clock::now() + std::chrono::seconds(1);
     for (Mesh* m : w.meshes) {
       const bool idle = !m->busy.load() || m == mesh_.get();
       for (auto& c : m->conns) {
         if (c.fd < 0) continue;
-        if (idle && (c.sq.empty() || c.s_off == 0))
-          [[maybe_unused]] auto r = ::send(c.fd, &f, kHdr, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (idle && (c.sq.empty() || c.s_off == 0)) io_full(c.fd, &f, kHdr, deadline, true);
         ::shutdown(c.fd, SHUT_RDWR);
       }
     }
