@@ -117,7 +117,9 @@ struct SpawnOptions {
 /// SIGINT, SIGTERM and SIGHUP received here are forwarded to every child (a second one sends
 /// SIGKILL); after opts.grace_s, SIGKILL. When a child exits non-zero or is killed, prints
 /// "yolov9: rank i (device d) exited with code X" or "... was killed by signal N (SIGKILL)", sends
-/// SIGTERM to the others (SIGKILL after opts.grace_s) and returns once all are gone.
+/// SIGTERM to the others (SIGKILL after opts.grace_s) and returns once all are gone. When several
+/// ended before it looked, a child killed by a signal is named first (the others usually exited
+/// because it died).
 /// Returns 0 when every child exited 0; else the first failed child's exit code, or 128 + N for a
 /// signal N (128 + N of a forwarded signal when interrupted). Throws CommError for a busy
 /// master_port (check_port_free's message, before spawning), engine::ConfigError for an empty

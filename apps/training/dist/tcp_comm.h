@@ -92,7 +92,8 @@ class TcpCommunicator final : public Communicator {
   /// same world. Throws CommError when a rank does not connect within dist_timeout_s().
   std::unique_ptr<Communicator> duplicate() override;
   /// Tells every peer of every mesh of this world that this rank aborts (their next wait ends with
-  /// "rank R aborted (exit code C)"), shuts every socket down, flushes stdio and _exit()s.
+  /// "rank R aborted (exit code C)"; up to 1 s for the frames to leave, on meshes no other thread
+  /// is using), shuts every socket down, flushes stdio and _exit()s.
   [[noreturn]] void abort(int exit_code) override;
 
   struct World;
