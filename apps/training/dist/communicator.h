@@ -47,7 +47,7 @@ class Communicator {
 
   int rank() const { return rank_; }
   int world_size() const { return world_; }
-  /// "mpi", "tcp" or "nccl".
+  /// "mpi", "tcp", "nccl" or "self" (a single process: launch.h's make_world).
   virtual const char* backend() const = 0;
   /// Where the buffers given to this communicator live.
   virtual engine::Device device() const = 0;
