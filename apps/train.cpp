@@ -2,10 +2,33 @@
 // run (apps/training/trainer.h holds the training loop).
 #include "apps/train.h"
 
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
 #include "apps/commands.h"
+#include "apps/training/dist/launch.h"
 #include "apps/training/trainer.h"
 
 namespace apps {
+
+namespace {
+// This process's command line (/proc/self/cmdline), for spawning one rank per device.
+std::vector<std::string> process_argv() {
+  std::ifstream f("/proc/self/cmdline", std::ios::binary);
+  const std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < all.size()) {
+    const size_t j = all.find('\0', i);
+    out.push_back(all.substr(i, j == std::string::npos ? std::string::npos : j - i));
+    if (j == std::string::npos) break;
+    i = j + 1;
+  }
+  return out;
+}
+}  // namespace
 
 void register_train(CLI::App& app) {
   static training::TrainOptions o;  // CLI11 binds options to storage that outlives parsing
@@ -95,6 +118,11 @@ void register_train(CLI::App& app) {
         if (sub_ptr->count("--evolve")) o.evolve = evolve_s.empty() ? 300 : std::stoll(evolve_s);
         if (sub_ptr->count("--cache")) o.cache = cache_s.empty() ? "ram" : cache_s;
         if (sub_ptr->count("--upload_dataset")) o.upload_dataset = upload_s.empty() ? "True" : upload_s;
+        // `--device 0,1,2,3` (official: one process per listed GPU): spawn the ranks, unless this
+        // process already is one (a launcher set RANK / the MPI variables).
+        const auto devices = training::dist::parse_device_list(o.device);
+        if (devices.size() > 1 && training::dist::detect_launch().launcher == training::dist::Launcher::Single)
+          return training::dist::spawn_local_ranks(process_argv(), devices, static_cast<int>(o.master_port));
         training::Trainer trainer(o, sub_ptr->count("--resume") > 0);
         return trainer.run();
       });

@@ -185,16 +185,31 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 
 Trainer::Trainer(TrainOptions o, bool resume) : o_(std::move(o)), resume_(resume) {
   setup_distributed();
-  setup_resume();
-  setup_notices();
-  setup_run_dir();
-  setup_hyp();
-  setup_data();
-  setup_model();
-  setup_optimizer();
-  setup_resume_state();
-  setup_loaders();
-  setup_last();
+  try {
+    setup_resume();
+    setup_notices();
+    setup_run_dir();
+    setup_hyp();
+    setup_data();
+    setup_model();
+    setup_optimizer();
+    setup_resume_state();
+    setup_loaders();
+    setup_last();
+  } catch (const std::exception& e) {
+    end_world_on_error(e);
+    throw;
+  }
+}
+
+// A fatal error on one rank of a data-parallel run ends every rank at once (the others may be
+// waiting in a collective): the message names this rank, then the world is aborted.
+void Trainer::end_world_on_error(const std::exception& e) {
+  if (!dp_ || dp_->world_size() == 1) return;
+  std::fflush(stdout);
+  std::fprintf(stderr, "yolov9: rank %d/%d: error: %s\n", dp_->rank(), dp_->world_size(), e.what());
+  std::fflush(stderr);
+  dp_->abort(1);
 }
 
 Trainer::~Trainer() = default;
@@ -473,11 +488,29 @@ void Trainer::setup_resume_state() {
     stopper_.possible_stop = rck_.meta.at("es_possible_stop") == "1";
     const auto ml = nlohmann::json::parse(rck_.meta.at("mloss"));
     for (int k = 0; k < 3; ++k) mloss_resume_[static_cast<size_t>(k)] = ml.at(static_cast<size_t>(k)).get<double>();
-    for (size_t i = 0; i < store_->size(); ++i)
-      if (store_->trainable(i)) {
-        auto it = rck_.grad.find(store_->name(i));
-        if (it != rck_.grad.end()) store_->grad_segment(i).copy_(it->second);
-      }
+    // Mid-epoch gradients: rank 0's by parameter; other ranks' as flat buffers "dp.rank<r>". The
+    // same world size resumes each rank's own; another one (or a single process) puts their sum
+    // on rank 0 and zeros elsewhere: the same total after the next all-reduce.
+    const int world = dp_ ? dp_->world_size() : 1, rank = dp_ ? dp_->rank() : 0;
+    const bool same_world = rck_.meta.count("world_size") && std::stoi(rck_.meta.at("world_size")) == world;
+    if (rank == 0 || !same_world) {
+      if (rank == 0)
+        for (size_t i = 0; i < store_->size(); ++i)
+          if (store_->trainable(i)) {
+            auto it = rck_.grad.find(store_->name(i));
+            if (it != rck_.grad.end()) store_->grad_segment(i).copy_(it->second);
+          }
+      if (rank == 0 && !same_world)
+        for (const auto& [name, t] : rck_.grad)
+          if (name.rfind("dp.rank", 0) == 0) {
+            Y9_CHECK_T(engine::ConfigError, t.numel() == store_->grads().flat.numel(), resume_path_, ": ", name,
+                       " has ", t.numel(), " gradient elements, the model ", store_->grads().flat.numel());
+            Tensor(store_->grads().flat).add_(t.reshape(store_->grads().flat.shape()));
+          }
+    } else {
+      auto it = rck_.grad.find(fmt("dp.rank%d", rank));
+      if (it != rck_.grad.end()) Tensor(store_->grads().flat).copy_(it->second.reshape(store_->grads().flat.shape()));
+    }
     std::printf("Resuming at epoch %lld%s, best fitness %.5g, %lld EMA updates\n", (long long)start_epoch_,
                 skip_batches_ ? fmt(" batch %lld", (long long)skip_batches_).c_str() : "", best_fitness_,
                 (long long)ema_->updates());
@@ -583,9 +616,13 @@ io::Checkpoint Trainer::make_checkpoint(int64_t epoch_done, int64_t next_batch, 
   ck.model = to_map(model_->state_dict());
   ck.ema = to_map(ema_->state());
   ck.optim = opt_->state_dict();
-  if (next_batch > 0)
+  if (next_batch > 0) {
     for (size_t i = 0; i < store_->size(); ++i)
       if (store_->trainable(i)) ck.grad.emplace(store_->name(i), store_->grad_segment(i));
+    // Data-parallel: the other ranks' accumulated gradients (flat buffers), "dp.rank<r>".
+    for (size_t r = 1; r < rank_grads_.size(); ++r) ck.grad.emplace(fmt("dp.rank%zu", r), rank_grads_[r]);
+  }
+  if (dp_) ck.meta["world_size"] = std::to_string(dp_->world_size());
   auto& m = ck.meta;
   m["epoch"] = std::to_string(epoch_done);
   m["next_batch"] = std::to_string(next_batch);
@@ -606,6 +643,15 @@ io::Checkpoint Trainer::make_checkpoint(int64_t epoch_done, int64_t next_batch, 
   m["date"] = iso_now();
   m["finished"] = finished ? "1" : "0";
   return ck;
+}
+
+void Trainer::gather_rank_grads() {
+  const Tensor& g = store_->grads().flat;
+  const int W = dp_->world_size();
+  Tensor all = Tensor::empty({W, g.numel()}, g.dtype(), g.device());
+  dp_->comm().all_gather(g.data_ptr(), static_cast<size_t>(g.numel()) * engine::dtype_size(g.dtype()), all.data_ptr());
+  rank_grads_.clear();
+  for (int r = 0; r < W; ++r) rank_grads_.push_back(all.select(0, r));
 }
 
 void Trainer::save_last(int64_t epoch_done, int64_t next_batch, const std::array<double, 3>& ml) const {
@@ -650,6 +696,15 @@ int Trainer::interrupted_exit(const char* when, int64_t epoch, int64_t batch) co
 // --- the run -------------------------------------------------------------------------------------------
 
 int Trainer::run() {
+  try {
+    return run_epochs();
+  } catch (const std::exception& e) {
+    end_world_on_error(e);
+    throw;
+  }
+}
+
+int Trainer::run_epochs() {
   const auto t_start = std::chrono::steady_clock::now();
   g_signal = 0;
   auto prev_int = std::signal(SIGINT, on_stop_signal);
@@ -739,6 +794,8 @@ Trainer::EpochEnd Trainer::run_epoch(int64_t epoch) {
     // Every rank stops at the same step: a signal that reached some ranks stops all of them.
     if (dp_ && dp_->world_size() > 1 && dp_->any(g_signal != 0) && g_signal == 0) g_signal = SIGINT;
     if (g_signal != 0 || (o_.stop_after_batches > 0 && ni + 1 >= o_.stop_after_batches && i + 1 < nb_)) {
+      // Mid-accumulation gradients are per rank: rank 0's checkpoint holds every rank's.
+      if (dp_ && dp_->world_size() > 1) gather_rank_grads();
       if (main_) save_last(epoch - 1, i + 1, mloss);
       interrupted_exit("", epoch, i);
       return EpochEnd::Interrupted;
@@ -761,6 +818,16 @@ void Trainer::step(const io::Batch& batch, int64_t epoch, int64_t i, int64_t ni,
     return d;
   };
   trace_step(ni);
+  if (dp_) {
+    // Test aid for the failure tests: Y9_FAULT_KILL=<rank>:<iteration> makes that rank SIGKILL
+    // itself at the start of that iteration (a rank dying mid-run).
+    static const char* fault = std::getenv("Y9_FAULT_KILL");
+    if (fault && *fault) {
+      int fr = -1;
+      long long fi = -1;
+      if (std::sscanf(fault, "%d:%lld", &fr, &fi) == 2 && fr == dp_->rank() && fi == ni) std::raise(SIGKILL);
+    }
+  }
   Tracer* tr = tracer_ && tracer_->active() ? tracer_.get() : nullptr;
   const int64_t t_fwd = tr ? tr->now_us() : 0;
   const Tensor x = to_unit_float(batch.images);

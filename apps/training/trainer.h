@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <array>
+#include <exception>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -132,6 +133,9 @@ class Trainer {
   void setup_loaders();
   void setup_last();
   // --- the run ---
+  int run_epochs();
+  /// Data-parallel: prints `e` naming this rank and aborts every rank (no-op when alone).
+  void end_world_on_error(const std::exception& e);
   enum class EpochEnd { Next, EarlyStop, Interrupted };
   /// One epoch of steps, then end_epoch. Interrupted: the mid-epoch checkpoint is written.
   EpochEnd run_epoch(int64_t epoch);
@@ -146,6 +150,9 @@ class Trainer {
   io::Checkpoint make_checkpoint(int64_t epoch_done, int64_t next_batch, const std::array<double, 3>& mloss,
                                  bool finished) const;
   void save_last(int64_t epoch_done, int64_t next_batch, const std::array<double, 3>& mloss) const;
+  /// Data-parallel, before a mid-epoch checkpoint: every rank's gradient buffer into rank_grads_
+  /// (collective).
+  void gather_rank_grads();
   void log_csv(int64_t epoch, const std::vector<double>& vals) const;
   /// Tracing (--trace): starts and ends the traced window; backward spans per layer.
   void trace_step(int64_t ni);
@@ -201,6 +208,7 @@ class Trainer {
   int64_t batch_rank_ = 0;    ///< this rank's batch (--batch / world size)
   int64_t nonfinite_run_ = 0; ///< consecutive non-finite steps skipped (data-parallel)
   ops::YoloLossConfig val_loss_cfg_;  ///< the loss of validation (this process's batches only)
+  std::vector<Tensor> rank_grads_;    ///< every rank's accumulated gradients for a mid-epoch checkpoint
   std::unique_ptr<Tracer> tracer_;
   int64_t trace_begin_ = -1, trace_end_ = -1;  ///< traced iterations [begin, end)
   int trace_layer_ = -1;

@@ -5,23 +5,17 @@
 #include <vector>
 
 #include "apps/training/dist/allreduce.h"
+#include "apps/training/dist/launch.h"
 #include "apps/training/dist/mpi_comm.h"
 #include "apps/training/dist/sync_ops.h"
 
 namespace training::dist {
 
 std::unique_ptr<DataParallel> DataParallel::from_launcher() {
-  if (launched_by_mpi()) {
-    auto w = MpiCommunicator::world();
-    int local = 0;
-    for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
-      if (const char* s = std::getenv(v); s && *s) {
-        local = std::atoi(s);
-        break;
-      }
-    return std::make_unique<DataParallel>(std::move(w), local);
-  }
-  return nullptr;
+  const LaunchInfo li = detect_launch();
+  if (li.launcher == Launcher::Single) return nullptr;
+  // A launcher with one process still counts (official RANK 0: seed + 1).
+  return std::make_unique<DataParallel>(make_world(li), li.local_rank);
 }
 
 DataParallel::DataParallel(std::unique_ptr<Communicator> world, int local_rank)

@@ -19,9 +19,10 @@ namespace training::dist {
 class DataParallel {
  public:
   /// The world of this process when a launcher started it (also with world size 1), else
-  /// nullptr: mpirun/mpiexec/srun -> MPI; RANK and WORLD_SIZE in the environment -> sockets
-  /// (rendezvous at MASTER_ADDR:MASTER_PORT). Throws CommError / engine::ConfigError when the
-  /// world cannot be formed (names the variable, port or rank at fault).
+  /// nullptr (apps/training/dist/launch.h: detect_launch, make_world): mpirun/mpiexec/srun -> MPI;
+  /// torchrun-style variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) or `--device 0,1,..`
+  /// -> sockets. Throws CommError / engine::ConfigError when the world cannot be formed (names
+  /// the variable, port or rank at fault; a rank that never joins ends every rank within 60 s).
   static std::unique_ptr<DataParallel> from_launcher();
   explicit DataParallel(std::unique_ptr<Communicator> world, int local_rank = 0);
   ~DataParallel();
