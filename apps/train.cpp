@@ -67,6 +67,10 @@ void register_train(CLI::App& app) {
                        "weight decay is scaled by batch*accumulate/nbs (official constant 64)")
             ->capture_default_str();
         sub.add_flag("--fp32-init", o.fp32_init, "skip the official FP16 rounding of the initial weights");
+        sub.add_option("--plot-features", o.plot_features,
+                       "every N epochs (and the last), write the EMA model's feature-map grids of the first val "
+                       "image to features/epoch<E>/ (as detect --visualize); 0 = off")
+            ->capture_default_str();
         sub.add_option("--stop-after-batches", o.stop_after_batches,
                        "testing: behave as if interrupted after N iterations (saves last, exits 0)")
             ->group("");

@@ -24,12 +24,14 @@
 #include "apps/training/clip.h"
 #include "apps/training/config_paths.h"
 #include "apps/training/evaluator.h"
+#include "apps/training/features.h"
 #include "apps/training/param_groups.h"
 #include "apps/training/strfmt.h"
 #include "engine/allocator.h"
 #include "engine/autograd.h"
 #include "engine/error.h"
 #include "io/data_yaml.h"
+#include "io/grad_norm_log.h"
 #include "io/paths.h"
 #include "io/plots.h"
 #include "ops/ops.h"
@@ -47,7 +49,7 @@ namespace training {
   X(single_cls) X(optimizer) X(sync_bn) X(workers) X(project) X(name) X(exist_ok) X(quad) X(cos_lr)      \
   X(flat_cos_lr) X(fixed_lr) X(label_smoothing) X(patience) X(freeze) X(save_period) X(seed)              \
   X(local_rank) X(min_items) X(close_mosaic) X(entity) X(upload_dataset) X(bbox_interval)                 \
-  X(artifact_alias) X(deterministic) X(fp32_init) X(nbs) X(save_dir)
+  X(artifact_alias) X(deterministic) X(fp32_init) X(nbs) X(plot_features) X(save_dir)
 
 nlohmann::ordered_json options_to_json(const TrainOptions& o) {
   nlohmann::ordered_json j;
@@ -83,6 +85,8 @@ bool EarlyStopping::operator()(int64_t epoch, double fitness) {
 }
 
 namespace {
+
+constexpr double kClipMaxNorm = 10.0;  // train_dual.py: clip_grad_norm_(model.parameters(), max_norm=10.0)
 
 // --- small helpers -----------------------------------------------------------------------------------
 
@@ -473,6 +477,24 @@ void Trainer::setup_last() {
     io::plot_labels(Tensor::from_vector(cls, {n}), Tensor::from_vector(box, {n, 4}), names_,
                     (save_dir_ / "labels.jpg").string());
   }
+  // grad_norm.csv: a resumed run re-runs the steps after its checkpoint, so their rows go; the
+  // rows of the epoch it resumes in give that epoch's mean so far.
+  grad_norm_csv_ = save_dir_ / "grad_norm.csv";
+  if (resume_) {
+    for (const auto& r : io::truncate_grad_norms(grad_norm_csv_.string(), start_epoch_ * nb_ + skip_batches_))
+      if (r.epoch == start_epoch_ && skip_batches_ > 0) {
+        grad_norm_sum_ += r.norm;
+        ++grad_norm_steps_;
+      }
+  }
+  if (o_.plot_features > 0) {
+    feature_image_ = !val_scan_.records.empty()     ? val_scan_.records.front().image_path
+                     : !train_scan_.records.empty() ? train_scan_.records.front().image_path
+                                                    : std::string();
+    if (!feature_image_.empty())
+      std::printf("Feature maps of %s every %lld epochs -> %s\n", feature_image_.c_str(), (long long)o_.plot_features,
+                  (save_dir_ / "features").string().c_str());
+  }
   // The EMA copy that validation runs (shape-only build, values copied from the EMA each time).
   graph::BuildOptions eb;
   eb.init = false;
@@ -535,14 +557,22 @@ void Trainer::save_last(int64_t epoch_done, int64_t next_batch, const std::array
 void Trainer::log_csv(int64_t epoch, const std::vector<double>& vals) const {
   static const char* keys[] = {"epoch", "train/box_loss", "train/cls_loss", "train/dfl_loss",
                                "metrics/precision", "metrics/recall", "metrics/mAP_0.5", "metrics/mAP_0.5:0.95",
-                               "val/box_loss", "val/cls_loss", "val/dfl_loss", "x/lr0", "x/lr1", "x/lr2"};
+                               "val/box_loss", "val/cls_loss", "val/dfl_loss", "x/lr0", "x/lr1", "x/lr2",
+                               "grad_norm"};  // ours, after the official columns (epoch mean before clipping)
   std::string s;
+  size_t n = vals.size();
   if (!fs::exists(csv_)) {
-    for (size_t i = 0; i < 14; ++i) s += fmt("%20s,", keys[i]);
+    for (const char* k : keys) s += fmt("%20s,", k);
     s.back() = '\n';
+  } else {
+    // A run started by a build without the grad_norm column keeps its 14 columns on resume.
+    std::ifstream in(csv_);
+    std::string header;
+    std::getline(in, header);
+    if (header.find("grad_norm") == std::string::npos) n = std::min<size_t>(n, 13);
   }
   s += fmt("%20.5g,", static_cast<double>(epoch));
-  for (double v : vals) s += fmt("%20.5g,", v);
+  for (size_t k = 0; k < n; ++k) s += fmt("%20.5g,", vals[k]);
   s.back() = '\n';
   std::ofstream f(csv_, std::ios::app);
   f << s;
@@ -561,8 +591,36 @@ int Trainer::interrupted_exit(const char* when, int64_t epoch, int64_t batch) co
     std::printf("%s %s %lld: saved %s; continue with: yolov9 train --resume %s\n", what, when, (long long)epoch,
                 last.c_str(), last.c_str());
   if (!o_.noplots && fs::exists(csv_)) io::plot_results(csv_.string(), (save_dir_ / "results.png").string());
+  if (!o_.noplots && fs::exists(grad_norm_csv_))
+    io::plot_grad_norm(grad_norm_csv_.string(), (save_dir_ / "grad_norm.png").string(), kClipMaxNorm);
   std::fflush(stdout);
   return g_signal != 0 ? 128 + static_cast<int>(g_signal) : 0;
+}
+
+void Trainer::record_grad_norm(int64_t epoch, int64_t i, int64_t ni, double norm) {
+  io::GradNormRow r;
+  r.epoch = epoch;
+  r.iteration = ni;
+  r.x = static_cast<double>(epoch) + static_cast<double>(i + 1) / static_cast<double>(nb_);
+  r.norm = norm;
+  io::append_grad_norm(grad_norm_csv_.string(), r);
+  grad_norm_sum_ += norm;
+  ++grad_norm_steps_;
+}
+
+void Trainer::plot_features(int64_t epoch) {
+  if (feature_image_.empty()) return;
+  {
+    engine::autograd::NoGradGuard ng;
+    const auto ms = ema_model_->state_dict();
+    const auto& es = ema_->state();
+    for (size_t k = 0; k < ms.size(); ++k) Tensor(ms[k].second).copy_(es[k].second);
+  }
+  ema_model_->eval();
+  const fs::path dir = save_dir_ / "features" / fmt("epoch%lld", (long long)epoch);
+  const auto files = save_feature_maps(*ema_model_, letterboxed_input(feature_image_, static_cast<int>(imgsz_)),
+                                       dir.string());
+  std::printf("  feature maps: %zu stages -> %s\n", files.size(), dir.string().c_str());
 }
 
 // --- the run -------------------------------------------------------------------------------------------
@@ -595,6 +653,8 @@ int Trainer::run() {
     }
   }
   if (!o_.noplots && fs::exists(csv_)) io::plot_results(csv_.string(), (save_dir_ / "results.png").string());
+  if (!o_.noplots && fs::exists(grad_norm_csv_))
+    io::plot_grad_norm(grad_norm_csv_.string(), (save_dir_ / "grad_norm.png").string(), kClipMaxNorm);
   const double hours = seconds_since(t_start) / 3600.0;
   std::printf("\n%lld epochs completed in %.3f hours.\nResults saved to %s\n  weights: %s, %s\n",
               (long long)(epoch - start_epoch_), hours, save_dir_.string().c_str(),
@@ -609,7 +669,11 @@ Trainer::EpochEnd Trainer::run_epoch(int64_t epoch) {
   train_loader_->start_epoch(static_cast<int>(epoch));
   const int64_t skip = epoch == start_epoch_ ? skip_batches_ : 0;
   std::array<double, 3> mloss = skip ? mloss_resume_ : std::array<double, 3>{0, 0, 0};
-  if (skip == 0) opt_->zero_grad();
+  if (skip == 0) {
+    opt_->zero_grad();
+    grad_norm_sum_ = 0;
+    grad_norm_steps_ = 0;
+  }
   std::printf("\n%11s%11s%11s%11s%11s%11s%11s\n", "Epoch", "CPU_mem", "box_loss", "cls_loss", "dfl_loss",
               "Instances", "Size");
   std::fflush(stdout);
@@ -694,7 +758,7 @@ void Trainer::step(const io::Batch& batch, int64_t epoch, int64_t i, int64_t ni,
   L.total.backward();
   times[3] += lap();
   if (ni - last_opt_step_ >= accumulate_) {
-    clip_grad_norm_(*store_, 10.0);
+    record_grad_norm(epoch, i, ni, clip_grad_norm_(*store_, kClipMaxNorm));
     opt_->step();
     opt_->zero_grad();
     ema_->update();
@@ -726,8 +790,11 @@ bool Trainer::end_epoch(int64_t epoch, const std::array<double, 3>& mloss, doubl
   const double fi = vr.fitness();
   const bool stop = stopper_(epoch, fi);
   if (fi > best_fitness_) best_fitness_ = fi;
+  const double gn_mean = grad_norm_steps_ > 0 ? grad_norm_sum_ / static_cast<double>(grad_norm_steps_) : NAN;
   log_csv(epoch, {mloss[0], mloss[1], mloss[2], vr.p, vr.r, vr.map50, vr.map, vr.box, vr.cls, vr.dfl, lrs[0], lrs[1],
-                  lrs[2]});
+                  lrs[2], gn_mean});
+  if (!o_.noplots) io::plot_grad_norm(grad_norm_csv_.string(), (save_dir_ / "grad_norm.png").string(), kClipMaxNorm);
+  if (o_.plot_features > 0 && (epoch % o_.plot_features == 0 || final_epoch || stop)) plot_features(epoch);
   const bool finished = final_epoch && (epoch + 1 == o_.epochs || stop);
   if (!o_.nosave || final_epoch || stop) {
     const io::Checkpoint ck = make_checkpoint(epoch, 0, mloss, finished || stop);
@@ -737,9 +804,9 @@ bool Trainer::end_epoch(int64_t epoch, const std::array<double, 3>& mloss, doubl
       io::save_checkpoint((wdir_ / fmt("epoch%lld.safetensors", (long long)epoch)).string(), ck);
   }
   std::printf("epoch %lld/%lld: train box %.4g cls %.4g dfl %.4g | val box %.4g cls %.4g dfl %.4g | P %.3g R %.3g "
-              "mAP50 %.3g mAP50-95 %.3g | fitness %.4g (best %.4g) | lr %.3g | %.1fs, %.1f img/s\n",
+              "mAP50 %.3g mAP50-95 %.3g | fitness %.4g (best %.4g) | lr %.3g | grad norm %.4g | %.1fs, %.1f img/s\n",
               (long long)epoch, (long long)(o_.epochs - 1), mloss[0], mloss[1], mloss[2], vr.box, vr.cls, vr.dfl, vr.p,
-              vr.r, vr.map50, vr.map, fi, best_fitness_, lrs[1], t_epoch,
+              vr.r, vr.map50, vr.map, fi, best_fitness_, lrs[1], gn_mean, t_epoch,
               t_train > 0 ? static_cast<double>(images) / t_train : 0.0);
   const double nbd = static_cast<double>(batches);
   std::printf("  time per batch: data wait %.0f ms, forward %.0f ms, loss %.0f ms, backward %.0f ms, "

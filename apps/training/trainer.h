@@ -73,6 +73,7 @@ struct TrainOptions {
   bool fp32_init = false;
   int64_t nbs = 64;                ///< nominal batch size (official constant 64)
   int64_t stop_after_batches = 0;  ///< hidden, tests: behave as if interrupted after N iterations
+  int64_t plot_features = 0;       ///< > 0: feature-map grids of one fixed val image every N epochs
   std::string save_dir;
 };
 
@@ -136,6 +137,10 @@ class Trainer {
                                  bool finished) const;
   void save_last(int64_t epoch_done, int64_t next_batch, const std::array<double, 3>& mloss) const;
   void log_csv(int64_t epoch, const std::vector<double>& vals) const;
+  /// grad_norm.csv row of one optimizer step and the running epoch mean (results.csv grad_norm).
+  void record_grad_norm(int64_t epoch, int64_t i, int64_t ni, double norm);
+  /// --plot-features: the EMA model's feature grids of the fixed image, features/epoch<E>/.
+  void plot_features(int64_t epoch);
   /// The "Interrupted ... continue with" line and the plots after an interruption; returns the
   /// exit code.
   int interrupted_exit(const char* when, int64_t epoch, int64_t batch) const;
@@ -179,6 +184,10 @@ class Trainer {
   std::array<double, 3> epoch_mloss_{0, 0, 0};  ///< mean losses of the last epoch run
   std::array<double, 3> last_finite_{0, 0, 0};
   int64_t last_finite_ni_ = -1;
+  std::filesystem::path grad_norm_csv_;    ///< per-step norms before clipping (io/grad_norm_log.h)
+  double grad_norm_sum_ = 0;               ///< this epoch's steps (from grad_norm.csv after a resume)
+  int64_t grad_norm_steps_ = 0;
+  std::string feature_image_;              ///< --plot-features: the first val (else train) image
 };
 
 }  // namespace training
