@@ -10,6 +10,7 @@
 #include "apps/commands.h"
 #include "io/paths.h"
 #include "apps/training/detector.h"
+#include "apps/training/features.h"
 #include "apps/training/weights.h"
 #include "engine/error.h"
 #include "io/data_yaml.h"
@@ -42,7 +43,6 @@ struct DetectArgs {
 int run_detect_cli(const DetectArgs& a) {
   if (a.view_img) std::printf("detect: NOTICE --view-img: no display in this build (headless); images are saved instead\n");
   if (a.augment) std::printf("detect: NOTICE --augment (test-time augmentation) is not supported by these heads; ignored\n");
-  if (a.visualize) std::printf("detect: NOTICE --visualize (feature-map dumps) is not supported; ignored\n");
   if (a.update) std::printf("detect: NOTICE --update does not apply to safetensors weights; ignored\n");
   if (a.dnn) std::printf("detect: NOTICE --dnn (OpenCV DNN for ONNX) does not apply to safetensors weights; ignored\n");
   if (a.half) std::printf("detect: NOTICE --half: FP16 inference runs only on CUDA officially; using FP32\n");
@@ -83,7 +83,9 @@ int run_detect_cli(const DetectArgs& a) {
   o.vid_stride = a.vid_stride;
   o.names = names;
   o.save_dir = io::increment_path((std::filesystem::path(a.project) / a.name).string(), a.exist_ok, /*mkdir=*/true);
-  DetectSummary s = run_detect(model_predictor(*lm.model), a.source, o);
+  // --visualize: the feature grids of every stage go to <run>/<image stem>/ (official layout).
+  const Predictor predictor = a.visualize ? visualizing_predictor(*lm.model, o.save_dir) : model_predictor(*lm.model);
+  DetectSummary s = run_detect(predictor, a.source, o);
   if (o.save_txt || !o.nosave) {
     std::string extra;
     if (o.save_txt) {
@@ -126,7 +128,7 @@ void register_detect(CLI::App& app) {
         s.add_option("--classes", a.classes, "filter by class: --classes 0, or --classes 0 2 3");
         s.add_flag("--agnostic-nms", a.agnostic_nms, "class-agnostic NMS");
         s.add_flag("--augment", a.augment, "augmented inference (not supported: notice)");
-        s.add_flag("--visualize", a.visualize, "visualize features (not supported: notice)");
+        s.add_flag("--visualize", a.visualize, "visualize features: stage<i>_<module>_features.png per image");
         s.add_flag("--update", a.update, "update all models (notice)");
         s.add_option("--project", a.project, "save results to project/name")->capture_default_str();
         s.add_option("--name", a.name, "save results to project/name")->capture_default_str();

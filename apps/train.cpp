@@ -110,6 +110,10 @@ void register_train(CLI::App& app) {
         sub.add_option("--trace", o.trace,
                        "write a Chrome-trace JSON of a few training steps (forward, backward per layer, bucket "
                        "all-reduces, optimizer) to this file");
+        sub.add_option("--plot-features", o.plot_features,
+                       "every N epochs (and the last), write the EMA model's feature-map grids of the first val "
+                       "image to features/epoch<E>/ (as detect --visualize); 0 = off")
+            ->capture_default_str();
         sub.add_option("--stop-after-batches", o.stop_after_batches,
                        "testing: behave as if interrupted after N iterations (saves last, exits 0)")
             ->group("");

@@ -180,7 +180,13 @@ HeadOutput Detect::forward(const std::vector<Tensor>& xs) const {
 
 // --- model ------------------------------------------------------------------------------------------
 
-ModelOutput Model::forward(const Tensor& x) {
+ModelOutput Model::forward(const Tensor& x) { return forward_impl(x, nullptr); }
+
+ModelOutput Model::forward(const Tensor& x, const LayerObserver& observe) {
+  return forward_impl(x, observe ? &observe : nullptr);
+}
+
+ModelOutput Model::forward_impl(const Tensor& x, const LayerObserver* observe) {
   Y9_CHECK_SHAPE(x.dim() == 4 && x.size(1) == cfg_.ch_in, "Model::forward: expected [B, ", cfg_.ch_in,
                  ", H, W], got ", engine::shape_str(x.shape()));
   std::vector<std::vector<Tensor>> saved(layers_.size());
@@ -199,6 +205,7 @@ ModelOutput Model::forward(const Tensor& x) {
       return head_->forward(xs);
     }
     std::vector<Tensor> y = layers_[i]->run(in);
+    if (observe) (*observe)(static_cast<int64_t>(i), *layers_[i], y);
     if (keep_[i]) saved[i] = y;
     prev = std::move(y);
   }

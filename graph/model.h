@@ -4,6 +4,7 @@
 // official-style layer summary. The forward pass is in graph/forward.cpp (needs ops/).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -80,7 +81,18 @@ class Model : public Module {
   /// multiples of 32. Training mode returns raw maps; eval mode also decodes (spec 8).
   ModelOutput forward(const Tensor& x);
 
+  /// Called by the observed forward after each layer before the head: (layer index i, the layer
+  /// (type_name() as the official m.type), its outputs: one tensor [B, C, H, W], or the pieces of
+  /// a CBLinear). The tensors are the forward's own (do not modify them).
+  using LayerObserver = std::function<void(int64_t i, const Block& layer, const std::vector<Tensor>& outputs)>;
+  /// The same forward, calling `observe` after every layer except the detection head (official
+  /// _forward_once with visualize: feature_visualization(x, m.type, m.i), which skips Detect).
+  /// The plain forward above passes no observer and pays one null test per layer.
+  ModelOutput forward(const Tensor& x, const LayerObserver& observe);
+
  private:
+  ModelOutput forward_impl(const Tensor& x, const LayerObserver* observe);
+
   ModelConfig cfg_;
   Act act_ = Act::SiLU;
   std::shared_ptr<ModuleList> seq_;

@@ -216,6 +216,10 @@ void Axes::set_xlim(double lo, double hi) {
 }
 
 void Axes::set_ylim(double lo, double hi) {
+  if (log_y_) {
+    lo = lo > 0 && std::isfinite(lo) ? std::log10(lo) : 0.0;
+    hi = hi > 0 && std::isfinite(hi) ? std::log10(hi) : lo + 1;
+  }
   y0_ = lo;
   y1_ = hi > lo ? hi : lo + 1;
 }
@@ -240,12 +244,22 @@ std::pair<double, double> padded_range(const std::vector<double>& v) {
 
 void Axes::autoscale(const std::vector<double>& xs, const std::vector<double>& ys) {
   auto [xa, xb] = padded_range(xs);
-  auto [ya, yb] = padded_range(ys);
   set_xlim(xa, xb);
+  if (log_y_) {
+    std::vector<double> ly;
+    for (double v : ys)
+      if (v > 0 && std::isfinite(v)) ly.push_back(std::log10(v));
+    auto [ya, yb] = padded_range(ly);
+    y0_ = ya;
+    y1_ = yb > ya ? yb : ya + 1;
+    return;
+  }
+  auto [ya, yb] = padded_range(ys);
   set_ylim(ya, yb);
 }
 
 cv::Point2d Axes::to_px(double x, double y) const {
+  if (log_y_) y = y > 0 ? std::log10(y) : NAN;
   double px = data_.x + (x - x0_) / (x1_ - x0_) * (data_.width - 1);
   double py = data_.y + (data_.height - 1) - (y - y0_) / (y1_ - y0_) * (data_.height - 1);
   return {px, py};
@@ -269,8 +283,24 @@ void Axes::draw_frame() {
   }
   yt = nice_ticks(y0_, y1_, std::clamp(approx_h / 55, 3, 11));
   double xstep = xt.size() > 1 ? xt[1] - xt[0] : 1, ystep = yt.size() > 1 ? yt[1] - yt[0] : 1;
+  // Tick labels in data units: with a log axis the decades (or nice linear steps inside one).
+  auto ylabel_of = [&](double v) {
+    if (!log_y_) return format_tick(v, ystep);
+    char b[32];
+    std::snprintf(b, sizeof b, "%g", v);
+    return std::string(b);
+  };
+  if (log_y_) {
+    yt.clear();
+    for (double k = std::ceil(y0_ - 1e-9); k <= y1_ + 1e-9; k += 1) yt.push_back(std::pow(10.0, k));
+    if (yt.size() < 2) {
+      yt.clear();
+      for (double v : nice_ticks(std::pow(10.0, y0_), std::pow(10.0, y1_), 4))
+        if (v > 0) yt.push_back(v);
+    }
+  }
   int ytw = 0;
-  for (double v : yt) ytw = std::max(ytw, text_size(format_tick(v, ystep), tick_font).width);
+  for (double v : yt) ytw = std::max(ytw, text_size(ylabel_of(v), tick_font).width);
   int th = text_size("0", tick_font).height;
   int lh = text_size("Ag", label_font).height;
   int top = title_.empty() ? 12 : text_size(title_, title_font).height + 22;
@@ -301,7 +331,7 @@ void Axes::draw_frame() {
   for (double v : yt) {
     int y = static_cast<int>(std::lround(to_px(0, v).y));
     cv::line(canvas_, {data_.x - 5, y}, {data_.x, y}, dark, 1);
-    draw_text(canvas_, format_tick(v, ystep), {data_.x - 9, y}, tick_font, black, HAlign::Right, VAlign::Middle);
+    draw_text(canvas_, ylabel_of(v), {data_.x - 9, y}, tick_font, black, HAlign::Right, VAlign::Middle);
   }
   if (!title_.empty())
     draw_text(canvas_, title_, {data_.x + data_.width / 2, cell_.y + 8}, title_font, black, HAlign::Center,

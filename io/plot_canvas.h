@@ -5,6 +5,7 @@
 #pragma once
 #include <opencv2/core.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -89,6 +90,10 @@ class Axes {
   void autoscale(const std::vector<double>& xs, const std::vector<double>& ys);
   /// Integer x ticks only (epochs).
   void set_integer_xticks(bool on) { integer_x_ = on; }
+  /// Logarithmic y axis (base 10): call before set_ylim/autoscale; limits and plotted values stay
+  /// in data units (values <= 0 break the line); ticks at the decades in range ("0.1", "1", "10",
+  /// "100", "1000", "1e+04"), or at nice linear steps when the range spans less than a decade.
+  void set_ylog(bool on) { log_y_ = on; }
 
   Font title_font{0.7, 2};
   Font label_font{0.6, 1};
@@ -109,15 +114,16 @@ class Axes {
   cv::Rect data_rect() const { return data_; }
   double xmin() const { return x0_; }
   double xmax() const { return x1_; }
-  double ymin() const { return y0_; }
-  double ymax() const { return y1_; }
+  double ymin() const { return log_y_ ? std::pow(10.0, y0_) : y0_; }
+  double ymax() const { return log_y_ ? std::pow(10.0, y1_) : y1_; }
 
  private:
   cv::Mat& canvas_;
   cv::Rect cell_, data_;
   std::string title_, xlabel_, ylabel_;
-  double x0_ = 0, x1_ = 1, y0_ = 0, y1_ = 1;
+  double x0_ = 0, x1_ = 1, y0_ = 0, y1_ = 1;  ///< y limits are log10 of the data limits when log_y_
   bool integer_x_ = false;
+  bool log_y_ = false;
 };
 
 /// Draws a legend box with its top-left corner at `top_left` (canvas pixels), e.g. outside an

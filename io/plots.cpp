@@ -15,6 +15,7 @@
 
 #include "engine/device.h"
 #include "engine/error.h"
+#include "io/grad_norm_log.h"
 #include "io/plot_canvas.h"
 
 namespace io {
@@ -636,6 +637,101 @@ void plot_images(const engine::Tensor& images, const engine::Tensor& targets, co
     draw(predictions, i, x0, y0);
   }
   plot::write_image(out_jpg, mosaic);
+}
+
+// --- grad_norm.png ----------------------------------------------------------------------------
+
+void plot_grad_norm(const std::string& path, const std::string& out_png, double max_norm) {
+  const std::vector<GradNormRow> rows = read_grad_norms(path);
+  std::vector<double> xs, ys;
+  int64_t above = 0, nonfinite = 0;
+  std::vector<std::pair<int64_t, std::pair<double, int64_t>>> means;  // epoch -> (sum, count)
+  for (const auto& r : rows) {
+    if (!std::isfinite(r.norm)) {
+      ++nonfinite;
+      continue;
+    }
+    xs.push_back(r.x);
+    ys.push_back(r.norm);
+    above += r.norm > max_norm;
+    if (means.empty() || means.back().first != r.epoch) means.push_back({r.epoch, {0.0, 0}});
+    means.back().second.first += r.norm;
+    ++means.back().second.second;
+  }
+  const int W = 1600, H = 700;
+  cv::Mat img = white_canvas(W, H);
+  std::string title = "gradient norm per optimizer step, before clipping";
+  if (!rows.empty())
+    title += fmt(": %.0f", static_cast<double>(above)) + " of " + std::to_string(rows.size()) + " steps above " +
+             fmt("%g", max_norm) + " (clipped)" +
+             (nonfinite ? ", " + std::to_string(nonfinite) + " not finite" : std::string());
+  Axes ax(img, cv::Rect(0, 0, W, H), title, "epoch", "total L2 norm (log scale)");
+  ax.set_ylog(true);
+  std::vector<double> yr = ys;
+  yr.push_back(max_norm);
+  std::vector<double> xr = xs;
+  if (!means.empty()) xr.push_back(static_cast<double>(means.front().first));
+  ax.autoscale(xr.empty() ? std::vector<double>{0, 1} : xr, yr);
+  ax.draw_frame();
+  const LineSpec step_spec{plot::tab_color(0), 1, LineStyle::Solid, xs.size() <= 200 ? 2 : 0};
+  const LineSpec mean_spec{plot::tab_color(1), 3, LineStyle::Solid, 0};
+  const LineSpec clip_spec{plot::hex_color(0xD62728), 2, LineStyle::Dashed, 0};
+  ax.plot({ax.xmin(), ax.xmax()}, {max_norm, max_norm}, clip_spec);
+  if (xs.empty()) {
+    cv::Rect d = ax.data_rect();
+    plot::draw_text(img, "no data", {d.x + d.width / 2, d.y + d.height / 2}, Font{0.8, 1}, kGrey, HAlign::Center,
+                    VAlign::Middle);
+  } else {
+    ax.plot(xs, ys, step_spec);
+    // Epoch means as steps: a horizontal segment over each epoch, joined vertically.
+    std::vector<double> mx, my;
+    for (const auto& [e, sc] : means) {
+      const double m = sc.first / static_cast<double>(sc.second);
+      mx.insert(mx.end(), {static_cast<double>(e), static_cast<double>(e + 1)});
+      my.insert(my.end(), {m, m});
+    }
+    ax.plot(mx, my, mean_spec);
+  }
+  ax.legend({{"per step", step_spec}, {"epoch mean", mean_spec}, {"clip threshold " + fmt("%g", max_norm), clip_spec}},
+            plot::LegendLoc::UpperRight);
+  plot::write_image(out_png, img);
+}
+
+// --- feature maps (--visualize, --plot-features) -----------------------------------------------
+
+void plot_feature_maps(const engine::Tensor& x, const std::string& out_png, int n) {
+  Y9_CHECK_SHAPE(x.defined() && x.dim() == 4 && x.size(0) >= 1 && x.size(1) >= 1 && x.size(2) >= 1 && x.size(3) >= 1 &&
+                     n >= 1,
+                 "plot_feature_maps: expected x [B, C, H, W] with every size >= 1 and n >= 1, got ",
+                 x.defined() ? engine::shape_str(x.shape()) : std::string("undefined"), ", n ", n, " for ", out_png);
+  const int64_t C = x.size(1), h = x.size(2), w = x.size(3);
+  const int k = static_cast<int>(std::min<int64_t>(n, C));
+  const engine::Tensor img0 = x.detach().select(0, 0).narrow(0, 0, k).to(engine::Device::cpu()).to(engine::DType::F32).contiguous();
+  const float* p = img0.data<float>();
+  // Tile size: the map scaled by an integer to >= 64 px, or down to <= 256 px, on its longer side.
+  const int64_t side = std::max(h, w);
+  double scale = side < 64 ? std::ceil(64.0 / static_cast<double>(side)) : side > 256 ? 256.0 / side : 1.0;
+  const int th = std::max(1, static_cast<int>(std::lround(h * scale))), tw = std::max(1, static_cast<int>(std::lround(w * scale)));
+  const int cols = std::min(k, 8), rows = (k + 7) / 8, gap = 6;
+  cv::Mat canvas(rows * th + (rows + 1) * gap, cols * tw + (cols + 1) * gap, CV_8UC3, kWhite);
+  for (int c = 0; c < k; ++c) {
+    const float* m = p + static_cast<int64_t>(c) * h * w;
+    float lo = INFINITY, hi = -INFINITY;
+    for (int64_t i = 0; i < h * w; ++i)
+      if (std::isfinite(m[i])) lo = std::min(lo, m[i]), hi = std::max(hi, m[i]);
+    cv::Mat g(static_cast<int>(h), static_cast<int>(w), CV_8UC1);
+    for (int64_t i = 0; i < h * w; ++i) {
+      // imshow of a constant map shows its lowest colour.
+      const double t = std::isfinite(m[i]) && hi > lo ? (m[i] - lo) / static_cast<double>(hi - lo) : 0.0;
+      g.data[i] = static_cast<uint8_t>(std::lround(std::clamp(t, 0.0, 1.0) * 255.0));
+    }
+    cv::Mat col, tile;
+    cv::applyColorMap(g, col, cv::COLORMAP_VIRIDIS);
+    cv::resize(col, tile, cv::Size(tw, th), 0, 0, scale >= 1 ? cv::INTER_NEAREST : cv::INTER_AREA);
+    const int r = c / 8, q = c % 8;
+    tile.copyTo(canvas(cv::Rect(gap + q * (tw + gap), gap + r * (th + gap), tw, th)));
+  }
+  plot::write_image(out_png, canvas);
 }
 
 }  // namespace io

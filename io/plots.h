@@ -82,4 +82,23 @@ void plot_images(const engine::Tensor& images, const engine::Tensor& targets, co
                  const std::string& out_jpg, const engine::Tensor& predictions = engine::Tensor(),
                  const std::vector<std::string>& paths = {}, int max_size = 1920, int max_subplots = 16);
 
+/// grad_norm.png from grad_norm.csv (io/grad_norm_log.h; not an official figure): the total
+/// gradient norm of every optimizer step before clipping (thin line, x = epoch + (batch + 1) / nb),
+/// the mean of each epoch (thick steps over [epoch, epoch + 1)) and the clip threshold `max_norm`
+/// (dashed red line; steps above it were scaled down to it). Log-scale y axis (norms span decades
+/// early in training); the title counts the steps above the threshold. 1600 x 700 px. Non-finite
+/// norms are counted in the title and left out of the lines. A missing or empty CSV gives a frame
+/// with "no data". Throws engine::IoError naming the path when the CSV is malformed or out_png
+/// cannot be written. Deterministic.
+void plot_grad_norm(const std::string& grad_norm_csv_path, const std::string& out_png, double max_norm = 10.0);
+
+/// One feature-map grid as the official utils/plots.py feature_visualization draws it for a
+/// stage: the first min(n, C) channels of image 0 of x [B, C, H, W] (any floating dtype, any
+/// device), 8 per row (ceil(n / 8) rows), each min-max normalised on its own and coloured with
+/// matplotlib's default 'viridis' map (imshow), tiles separated by a white gap, no axes. Tiles
+/// are scaled (nearest up, area down) to 64-256 px on their longer side. Throws
+/// engine::ShapeError when x is not 4-D with C, H, W >= 1 or n < 1, engine::IoError naming
+/// out_png when it cannot be written. Deterministic.
+void plot_feature_maps(const engine::Tensor& x, const std::string& out_png, int n = 32);
+
 }  // namespace io

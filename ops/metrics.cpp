@@ -2,6 +2,8 @@
 // numeric core in kernels/cpu/ap.
 #include "ops/metrics.h"
 
+#include <cstring>
+
 #include "kernels/cpu/ap.h"
 
 namespace ops {
@@ -102,6 +104,51 @@ void DetectionMetrics::add_image(const Tensor& pred, const Tensor& labels, bool 
     conf_.push_back(pp[6 * j + 4]);
     pred_cls_.push_back(pp[6 * j + 5]);
   }
+}
+
+namespace {
+template <typename T>
+void put_vec(std::string& out, const std::vector<T>& v) {
+  const uint64_t n = v.size();
+  out.append(reinterpret_cast<const char*>(&n), sizeof n);
+  out.append(reinterpret_cast<const char*>(v.data()), n * sizeof(T));
+}
+template <typename T>
+void get_vec(const std::string& in, size_t& pos, std::vector<T>& v) {
+  uint64_t n = 0;
+  Y9_CHECK(pos + sizeof n <= in.size(), "DetectionMetrics: truncated statistics");
+  std::memcpy(&n, in.data() + pos, sizeof n);
+  pos += sizeof n;
+  Y9_CHECK(n <= (in.size() - pos) / sizeof(T), "DetectionMetrics: truncated statistics");
+  const size_t base = v.size();
+  v.resize(base + n);
+  std::memcpy(v.data() + base, in.data() + pos, n * sizeof(T));
+  pos += n * sizeof(T);
+}
+}  // namespace
+
+std::string DetectionMetrics::serialize() const {
+  std::string out;
+  const int64_t head[2] = {nc_, seen_};
+  out.append(reinterpret_cast<const char*>(head), sizeof head);
+  put_vec(out, correct_);
+  put_vec(out, conf_);
+  put_vec(out, pred_cls_);
+  put_vec(out, target_cls_);
+  return out;
+}
+
+void DetectionMetrics::merge_serialized(const std::string& bytes) {
+  int64_t head[2];
+  Y9_CHECK(bytes.size() >= sizeof head, "DetectionMetrics: truncated statistics");
+  std::memcpy(head, bytes.data(), sizeof head);
+  Y9_CHECK(head[0] == nc_, "DetectionMetrics: merging statistics of ", head[0], " classes into ", nc_);
+  size_t pos = sizeof head;
+  get_vec(bytes, pos, correct_);
+  get_vec(bytes, pos, conf_);
+  get_vec(bytes, pos, pred_cls_);
+  get_vec(bytes, pos, target_cls_);
+  seen_ += head[1];
 }
 
 ValMetrics DetectionMetrics::compute() const {

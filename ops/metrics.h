@@ -4,6 +4,7 @@
 // val_dual.py (shared/spec/eval.md section 4). Host-side evaluation code, not differentiable.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "engine/tensor.h"
@@ -58,12 +59,19 @@ class DetectionMetrics {
  public:
   /// nc: number of classes of the dataset (1 with --single-cls).
   explicit DetectionMetrics(int64_t nc);
+  int64_t nc() const { return nc_; }
   /// pred [N, 6] (x1, y1, x2, y2, conf, cls) in original-image pixels, NMS order; labels
   /// [M, 5] (cls, x1, y1, x2, y2) in the same pixels. With single_cls predicted classes become 0.
   /// Images without predictions contribute only their target classes. Throws ShapeError.
   void add_image(const engine::Tensor& pred, const engine::Tensor& labels, bool single_cls = false);
   /// ap_per_class over everything added; all metrics 0 when no detection is correct.
   ValMetrics compute() const;
+  /// The statistics as bytes (for data-parallel validation: each rank evaluates a shard).
+  std::string serialize() const;
+  /// Appends the statistics of `bytes` (from serialize() of a metrics object with the same nc)
+  /// after this object's: merging the shards of consecutive image ranges in order gives the
+  /// statistics of one pass over all images. Throws engine::Error on malformed bytes or another nc.
+  void merge_serialized(const std::string& bytes);
 
  private:
   int64_t nc_;

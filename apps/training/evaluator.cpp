@@ -305,6 +305,7 @@ class ValidationRun {
     loader.start_epoch(0);
     io::Batch batch;
     for (int64_t bi = 0; loader.next(batch); ++bi) process_batch(batch, bi);
+    if (opts_.merge_stats) opts_.merge_stats(metrics_);
     summarise();
     write_plots();
     write_json();

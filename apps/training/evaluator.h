@@ -58,6 +58,10 @@ struct ValOptions {
   std::vector<std::string> names;  ///< class names (index = class); missing names print the index
   std::string task = "val";  ///< split name used in warnings
   engine::Device device = engine::Device::cpu();  ///< where images go before the predictor
+  /// Data-parallel validation (`train --val-distributed`): called after the last batch with this
+  /// shard's statistics; it must make them the statistics of every shard in image order (an
+  /// all-gather, then DetectionMetrics::merge_serialized). Empty: one process sees every image.
+  std::function<void(ops::DetectionMetrics&)> merge_stats;
 };
 
 /// What run_validation returns.

@@ -37,6 +37,7 @@ TrainValResult validate_model(graph::Model& model, std::shared_ptr<const io::Aug
   res.map = vr.metrics.map;
   res.images = vr.seen;
   res.instances = vr.instances;
+  res.batches = nbatches;
   if (nbatches > 0) {
     res.box = lsum[0] / static_cast<double>(nbatches);
     res.cls = lsum[1] / static_cast<double>(nbatches);

@@ -17,6 +17,7 @@ struct TrainValResult {
   double p = 0, r = 0, map50 = 0, map = 0;  ///< mean precision, recall, mAP@0.5, mAP@0.5:0.95
   double box = 0, cls = 0, dfl = 0;         ///< val losses, mean over batches (official loss/len(dataloader))
   int64_t images = 0, instances = 0;
+  int64_t batches = 0;                      ///< validation batches run (the val losses' divisor)
   double fitness() const { return 0.1 * map50 + 0.9 * map; }  ///< official utils/metrics.py fitness
 };
 

@@ -25,12 +25,14 @@
 #include "apps/training/config_paths.h"
 #include "apps/training/dist/allreduce.h"
 #include "apps/training/evaluator.h"
+#include "apps/training/features.h"
 #include "apps/training/param_groups.h"
 #include "apps/training/strfmt.h"
 #include "engine/allocator.h"
 #include "engine/autograd.h"
 #include "engine/error.h"
 #include "io/data_yaml.h"
+#include "io/grad_norm_log.h"
 #include "io/paths.h"
 #include "io/plots.h"
 #include "ops/ops.h"
@@ -48,8 +50,8 @@ namespace training {
   X(single_cls) X(optimizer) X(sync_bn) X(workers) X(project) X(name) X(exist_ok) X(quad) X(cos_lr)      \
   X(flat_cos_lr) X(fixed_lr) X(label_smoothing) X(patience) X(freeze) X(save_period) X(seed)              \
   X(local_rank) X(min_items) X(close_mosaic) X(entity) X(upload_dataset) X(bbox_interval)                 \
-  X(artifact_alias) X(deterministic) X(fp32_init) X(nbs) X(save_dir) X(accumulate) X(allreduce) X(bucket_mb)    \
-  X(grad_dtype) X(master_port) X(val_distributed) X(trace)
+  X(artifact_alias) X(deterministic) X(fp32_init) X(nbs) X(plot_features) X(save_dir) X(accumulate) X(allreduce)  \
+  X(bucket_mb) X(grad_dtype) X(master_port) X(val_distributed) X(trace)
 
 nlohmann::ordered_json options_to_json(const TrainOptions& o) {
   nlohmann::ordered_json j;
@@ -85,6 +87,8 @@ bool EarlyStopping::operator()(int64_t epoch, double fitness) {
 }
 
 namespace {
+
+constexpr double kClipMaxNorm = 10.0;  // train_dual.py: clip_grad_norm_(model.parameters(), max_norm=10.0)
 
 // --- small helpers -----------------------------------------------------------------------------------
 
@@ -554,6 +558,22 @@ void Trainer::setup_loaders() {
     va.batch_size = static_cast<int>(batch_rank_ * 2);
     va.rect_pad = 0.5;
     val_ds_ = std::make_shared<const io::AugmentedDataset>(val_scan_.records, va);
+    if (o_.val_distributed && dp_ && dp_->world_size() > 1) {
+      // --val-distributed: rank r validates a consecutive run of whole rect batches (the same
+      // batches and shapes as one process), and the shards' statistics are merged in order.
+      const int64_t n = static_cast<int64_t>(val_ds_->records().size()), B = va.batch_size;
+      const int64_t nbv = (n + B - 1) / B, W = dp_->world_size(), r = dp_->rank();
+      if (nbv < W) {
+        notice("--val-distributed", "has fewer validation batches than ranks; validating on rank 0");
+        if (!main_) val_ds_.reset();
+      } else {
+        const int64_t b0 = r * nbv / W, b1 = (r + 1) * nbv / W;
+        const auto& all = val_ds_->records();
+        std::vector<io::ImageRecord> part(all.begin() + b0 * B, all.begin() + std::min(n, b1 * B));
+        val_ds_ = std::make_shared<const io::AugmentedDataset>(std::move(part), va);
+        val_sharded_ = true;
+      }
+    }
     vo_.batch_size = va.batch_size;
     vo_.workers = workers_;
     vo_.single_cls = o_.single_cls;
@@ -586,6 +606,24 @@ void Trainer::setup_last() {
     const int64_t n = static_cast<int64_t>(cls.size());
     io::plot_labels(Tensor::from_vector(cls, {n}), Tensor::from_vector(box, {n, 4}), names_,
                     (save_dir_ / "labels.jpg").string());
+  }
+  // grad_norm.csv: a resumed run re-runs the steps after its checkpoint, so their rows go; the
+  // rows of the epoch it resumes in give that epoch's mean so far.
+  grad_norm_csv_ = save_dir_ / "grad_norm.csv";
+  if (resume_ && main_) {
+    for (const auto& r : io::truncate_grad_norms(grad_norm_csv_.string(), start_epoch_ * nb_ + skip_batches_))
+      if (r.epoch == start_epoch_ && skip_batches_ > 0) {
+        grad_norm_sum_ += r.norm;
+        ++grad_norm_steps_;
+      }
+  }
+  if (o_.plot_features > 0) {
+    feature_image_ = !val_scan_.records.empty()     ? val_scan_.records.front().image_path
+                     : !train_scan_.records.empty() ? train_scan_.records.front().image_path
+                                                    : std::string();
+    if (!feature_image_.empty())
+      std::printf("Feature maps of %s every %lld epochs -> %s\n", feature_image_.c_str(), (long long)o_.plot_features,
+                  (save_dir_ / "features").string().c_str());
   }
   // The EMA copy that validation runs (shape-only build, values copied from the EMA each time).
   graph::BuildOptions eb;
@@ -662,14 +700,22 @@ void Trainer::save_last(int64_t epoch_done, int64_t next_batch, const std::array
 void Trainer::log_csv(int64_t epoch, const std::vector<double>& vals) const {
   static const char* keys[] = {"epoch", "train/box_loss", "train/cls_loss", "train/dfl_loss",
                                "metrics/precision", "metrics/recall", "metrics/mAP_0.5", "metrics/mAP_0.5:0.95",
-                               "val/box_loss", "val/cls_loss", "val/dfl_loss", "x/lr0", "x/lr1", "x/lr2"};
+                               "val/box_loss", "val/cls_loss", "val/dfl_loss", "x/lr0", "x/lr1", "x/lr2",
+                               "grad_norm"};  // ours, after the official columns (epoch mean before clipping)
   std::string s;
+  size_t n = vals.size();
   if (!fs::exists(csv_)) {
-    for (size_t i = 0; i < 14; ++i) s += fmt("%20s,", keys[i]);
+    for (const char* k : keys) s += fmt("%20s,", k);
     s.back() = '\n';
+  } else {
+    // A run started by a build without the grad_norm column keeps its 14 columns on resume.
+    std::ifstream in(csv_);
+    std::string header;
+    std::getline(in, header);
+    if (header.find("grad_norm") == std::string::npos) n = std::min<size_t>(n, 13);
   }
   s += fmt("%20.5g,", static_cast<double>(epoch));
-  for (double v : vals) s += fmt("%20.5g,", v);
+  for (size_t k = 0; k < n; ++k) s += fmt("%20.5g,", vals[k]);
   s.back() = '\n';
   std::ofstream f(csv_, std::ios::app);
   f << s;
@@ -688,9 +734,37 @@ int Trainer::interrupted_exit(const char* when, int64_t epoch, int64_t batch) co
     std::printf("%s %s %lld: saved %s; continue with: yolov9 train --resume %s\n", what, when, (long long)epoch,
                 last.c_str(), last.c_str());
   if (!o_.noplots && main_ && fs::exists(csv_)) io::plot_results(csv_.string(), (save_dir_ / "results.png").string());
+  if (!o_.noplots && main_ && fs::exists(grad_norm_csv_))
+    io::plot_grad_norm(grad_norm_csv_.string(), (save_dir_ / "grad_norm.png").string(), kClipMaxNorm);
   std::fflush(stdout);
   if (dp_) dp_->barrier();  // rank 0's checkpoint is complete before any rank exits
   return g_signal != 0 ? 128 + static_cast<int>(g_signal) : 0;
+}
+
+void Trainer::record_grad_norm(int64_t epoch, int64_t i, int64_t ni, double norm) {
+  io::GradNormRow r;
+  r.epoch = epoch;
+  r.iteration = ni;
+  r.x = static_cast<double>(epoch) + static_cast<double>(i + 1) / static_cast<double>(nb_);
+  r.norm = norm;
+  if (main_) io::append_grad_norm(grad_norm_csv_.string(), r);  // the same norm on every rank
+  grad_norm_sum_ += norm;
+  ++grad_norm_steps_;
+}
+
+void Trainer::plot_features(int64_t epoch) {
+  if (feature_image_.empty()) return;
+  {
+    engine::autograd::NoGradGuard ng;
+    const auto ms = ema_model_->state_dict();
+    const auto& es = ema_->state();
+    for (size_t k = 0; k < ms.size(); ++k) Tensor(ms[k].second).copy_(es[k].second);
+  }
+  ema_model_->eval();
+  const fs::path dir = save_dir_ / "features" / fmt("epoch%lld", (long long)epoch);
+  const auto files = save_feature_maps(*ema_model_, letterboxed_input(feature_image_, static_cast<int>(imgsz_)),
+                                       dir.string());
+  std::printf("  feature maps: %zu stages -> %s\n", files.size(), dir.string().c_str());
 }
 
 // --- the run -------------------------------------------------------------------------------------------
@@ -732,6 +806,8 @@ int Trainer::run_epochs() {
     }
   }
   if (!o_.noplots && main_ && fs::exists(csv_)) io::plot_results(csv_.string(), (save_dir_ / "results.png").string());
+  if (!o_.noplots && main_ && fs::exists(grad_norm_csv_))
+    io::plot_grad_norm(grad_norm_csv_.string(), (save_dir_ / "grad_norm.png").string(), kClipMaxNorm);
   if (dp_) dp_->barrier();  // every rank ends together (rank 0 wrote the plots)
   const double hours = seconds_since(t_start) / 3600.0;
   std::printf("\n%lld epochs completed in %.3f hours.\nResults saved to %s\n  weights: %s, %s\n",
@@ -747,7 +823,11 @@ Trainer::EpochEnd Trainer::run_epoch(int64_t epoch) {
   train_loader_->start_epoch(static_cast<int>(epoch));
   const int64_t skip = epoch == start_epoch_ ? skip_batches_ : 0;
   std::array<double, 3> mloss = skip ? mloss_resume_ : std::array<double, 3>{0, 0, 0};
-  if (skip == 0) opt_->zero_grad();
+  if (skip == 0) {
+    opt_->zero_grad();
+    grad_norm_sum_ = 0;
+    grad_norm_steps_ = 0;
+  }
   std::printf("\n%11s%11s%11s%11s%11s%11s%11s\n", "Epoch", "CPU_mem", "box_loss", "cls_loss", "dfl_loss",
               "Instances", "Size");
   std::fflush(stdout);
@@ -836,6 +916,14 @@ void Trainer::step(const io::Batch& batch, int64_t epoch, int64_t i, int64_t ni,
     if (o_.accumulate <= 0) accumulate_ = acc;  // --accumulate fixes it
   }
   graph::ModelOutput out = model_->forward(x);
+  if (dp_ && dp_->world_size() > 1 && !o_.sync_bn && flat_buffers_.flat.defined()) {
+    // Official DDP broadcast_buffers: the ranks keep rank 0's BatchNorm running statistics (only
+    // the running statistics: training-mode BatchNorm normalises with the batch's own), so every
+    // rank's EMA and checkpoint equal rank 0's. --sync-bn computes them from the global batch on
+    // every rank instead.
+    Tensor b = flat_buffers_.flat;
+    dp_->broadcast(b);
+  }
   times[1] += lap();
   if (tr) tr->complete("forward", "compute", t_fwd, tr->now_us() - t_fwd);
   const int64_t t_loss = tr ? tr->now_us() : 0;
@@ -884,7 +972,7 @@ void Trainer::step(const io::Batch& batch, int64_t epoch, int64_t i, int64_t ni,
   times[3] += lap();
   if (update) {
     const int64_t t_opt = tr ? tr->now_us() : 0;
-    clip_grad_norm_(*store_, 10.0);
+    record_grad_norm(epoch, i, ni, clip_grad_norm_(*store_, kClipMaxNorm));
     opt_->step();
     opt_->zero_grad();
     ema_->update();
@@ -903,7 +991,22 @@ TrainValResult Trainer::validate() {
   const auto ms = ema_model_->state_dict();
   const auto& es = ema_->state();
   for (size_t k = 0; k < ms.size(); ++k) Tensor(ms[k].second).copy_(es[k].second);
-  return validate_model(*ema_model_, val_ds_, val_loss_cfg_, vo_);  // prints the official table
+  if (!val_sharded_) return validate_model(*ema_model_, val_ds_, val_loss_cfg_, vo_);  // prints the official table
+  ValOptions vo = vo_;
+  vo.merge_stats = [this](ops::DetectionMetrics& m) {
+    const std::vector<std::string> parts = dp_->all_gather_bytes(m.serialize());
+    ops::DetectionMetrics merged(m.nc());
+    for (const std::string& p : parts) merged.merge_serialized(p);
+    m = std::move(merged);
+  };
+  TrainValResult r = validate_model(*ema_model_, val_ds_, val_loss_cfg_, vo);
+  // The val losses: the mean over every rank's batches.
+  std::vector<double> l = {r.box * static_cast<double>(r.batches), r.cls * static_cast<double>(r.batches),
+                           r.dfl * static_cast<double>(r.batches), static_cast<double>(r.batches)};
+  dp_->sum(l);
+  if (l[3] > 0) r.box = l[0] / l[3], r.cls = l[1] / l[3], r.dfl = l[2] / l[3];
+  r.batches = static_cast<int64_t>(l[3]);
+  return r;
 }
 
 bool Trainer::end_epoch(int64_t epoch, const std::array<double, 3>& mloss, double t_train, int64_t images,
@@ -914,7 +1017,7 @@ bool Trainer::end_epoch(int64_t epoch, const std::array<double, 3>& mloss, doubl
   const bool final_epoch = epoch + 1 == o_.epochs || stopper_.possible_stop;
   TrainValResult vr;
   // Validation on rank 0 while the others wait in the broadcast below (no deadline, no spinning).
-  if (val_ds_ && main_ && (!o_.noval || final_epoch)) vr = validate();
+  if (val_ds_ && (main_ || val_sharded_) && (!o_.noval || final_epoch)) vr = validate();
   const double fi = vr.fitness();
   bool stop = stopper_(epoch, fi);
   if (dp_) {
@@ -928,9 +1031,13 @@ bool Trainer::end_epoch(int64_t epoch, const std::array<double, 3>& mloss, doubl
     stopper_.possible_stop = st[3] != 0.0;
   }
   if (fi > best_fitness_) best_fitness_ = fi;
-  if (main_)
+  const double gn_mean = grad_norm_steps_ > 0 ? grad_norm_sum_ / static_cast<double>(grad_norm_steps_) : NAN;
+  if (main_) {
     log_csv(epoch, {mloss[0], mloss[1], mloss[2], vr.p, vr.r, vr.map50, vr.map, vr.box, vr.cls, vr.dfl, lrs[0],
-                    lrs[1], lrs[2]});
+                    lrs[1], lrs[2], gn_mean});
+    if (!o_.noplots) io::plot_grad_norm(grad_norm_csv_.string(), (save_dir_ / "grad_norm.png").string(), kClipMaxNorm);
+    if (o_.plot_features > 0 && (epoch % o_.plot_features == 0 || final_epoch || stop)) plot_features(epoch);
+  }
   const bool finished = final_epoch && (epoch + 1 == o_.epochs || stop);
   if (main_ && (!o_.nosave || final_epoch || stop)) {
     const io::Checkpoint ck = make_checkpoint(epoch, 0, mloss, finished || stop);
@@ -940,9 +1047,9 @@ bool Trainer::end_epoch(int64_t epoch, const std::array<double, 3>& mloss, doubl
       io::save_checkpoint((wdir_ / fmt("epoch%lld.safetensors", (long long)epoch)).string(), ck);
   }
   std::printf("epoch %lld/%lld: train box %.4g cls %.4g dfl %.4g | val box %.4g cls %.4g dfl %.4g | P %.3g R %.3g "
-              "mAP50 %.3g mAP50-95 %.3g | fitness %.4g (best %.4g) | lr %.3g | %.1fs, %.1f img/s\n",
+              "mAP50 %.3g mAP50-95 %.3g | fitness %.4g (best %.4g) | lr %.3g | grad norm %.4g | %.1fs, %.1f img/s\n",
               (long long)epoch, (long long)(o_.epochs - 1), mloss[0], mloss[1], mloss[2], vr.box, vr.cls, vr.dfl, vr.p,
-              vr.r, vr.map50, vr.map, fi, best_fitness_, lrs[1], t_epoch,
+              vr.r, vr.map50, vr.map, fi, best_fitness_, lrs[1], gn_mean, t_epoch,
               t_train > 0 ? static_cast<double>(images) / t_train : 0.0);
   const double nbd = static_cast<double>(batches);
   std::printf("  time per batch: data wait %.0f ms, forward %.0f ms, loss %.0f ms, backward %.0f ms, "

@@ -76,6 +76,7 @@ struct TrainOptions {
   bool fp32_init = false;
   int64_t nbs = 64;                ///< nominal batch size (official constant 64)
   int64_t stop_after_batches = 0;  ///< hidden, tests: behave as if interrupted after N iterations
+  int64_t plot_features = 0;       ///< > 0: feature-map grids of one fixed val image every N epochs
   std::string save_dir;
   // Data-parallel training (apps/training/dist/; docs/distributed.md).
   int64_t accumulate = 0;          ///< --accumulate: fixed gradient accumulation (0: the official nbs rule)
@@ -158,6 +159,10 @@ class Trainer {
   void trace_step(int64_t ni);
   void trace_grad_ready(int layer);
   void trace_backward_end();
+  /// grad_norm.csv row of one optimizer step and the running epoch mean (results.csv grad_norm).
+  void record_grad_norm(int64_t epoch, int64_t i, int64_t ni, double norm);
+  /// --plot-features: the EMA model's feature grids of the fixed image, features/epoch<E>/.
+  void plot_features(int64_t epoch);
   /// The "Interrupted ... continue with" line and the plots after an interruption; returns the
   /// exit code.
   int interrupted_exit(const char* when, int64_t epoch, int64_t batch) const;
@@ -208,11 +213,16 @@ class Trainer {
   int64_t batch_rank_ = 0;    ///< this rank's batch (--batch / world size)
   int64_t nonfinite_run_ = 0; ///< consecutive non-finite steps skipped (data-parallel)
   ops::YoloLossConfig val_loss_cfg_;  ///< the loss of validation (this process's batches only)
+  bool val_sharded_ = false;          ///< --val-distributed: val_ds_ is this rank's shard
   std::vector<Tensor> rank_grads_;    ///< every rank's accumulated gradients for a mid-epoch checkpoint
   std::unique_ptr<Tracer> tracer_;
   int64_t trace_begin_ = -1, trace_end_ = -1;  ///< traced iterations [begin, end)
   int trace_layer_ = -1;
   int64_t trace_span_t0_ = 0, trace_last_hook_ = 0;
+  std::filesystem::path grad_norm_csv_;    ///< per-step norms before clipping (io/grad_norm_log.h)
+  double grad_norm_sum_ = 0;               ///< this epoch's steps (from grad_norm.csv after a resume)
+  int64_t grad_norm_steps_ = 0;
+  std::string feature_image_;              ///< --plot-features: the first val (else train) image
 };
 
 }  // namespace training

@@ -154,6 +154,30 @@ TEST(DetectE2E, Video) {
   EXPECT_EQ(frames, 3);
 }
 
+// --visualize (official detect_dual.py flag): per image a folder <run>/<stem> with one feature grid
+// per stage, stage<i>_<module>_features.png (issue 16 item 20).
+TEST(DetectE2E, VisualizeWritesStageGrids) {
+  const auto& f = fixture();
+  const std::string project = f.dir + "/runs_vis";
+  const fs::path img = training::list_sources(f.images + "/0*.jpg")[0].path;
+  auto r = e2e::run_cli("detect --weights '" + f.weights + "' --source '" + img.string() + "' --img 128 --visualize --project '" +
+                        project + "' --name exp");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(r.out.find("not supported"), std::string::npos) << r.out;
+  const fs::path vis = fs::path(project) / "exp" / img.stem();
+  ASSERT_TRUE(fs::is_directory(vis)) << r.out;
+  int grids = 0;
+  for (const auto& e : fs::directory_iterator(vis)) {
+    EXPECT_TRUE(std::regex_match(e.path().filename().string(), std::regex(R"(stage\d+_[A-Za-z0-9]+_features\.png)")))
+        << e.path();
+    EXPECT_FALSE(cv::imread(e.path().string()).empty()) << e.path();
+    ++grids;
+  }
+  EXPECT_GE(grids, 10);  // gelan-t has 22 layers before the head; at 128 px every map is > 1 x 1
+  EXPECT_TRUE(fs::exists(vis / "stage0_Conv_features.png"));
+  EXPECT_TRUE(fs::exists(fs::path(project) / "exp" / img.filename())) << "the annotated image is still written";
+}
+
 TEST(DetectE2E, MissingSource) {
   const auto& f = fixture();
   auto r = e2e::run_cli("detect --weights '" + f.weights + "' --source '" + f.dir + "/nope/*.jpg' --project '" + f.dir +

@@ -177,6 +177,28 @@ TEST_F(DistTrain, KilledRankEndsTheOthersNamingIt) {
   EXPECT_NE(m.out.find("signal 9"), std::string::npos) << m.out;
 }
 
+TEST_F(DistTrain, ShardedValidationEqualsRankZeroValidation) {
+  // The same 1-epoch run validated on rank 0 and sharded across the 2 ranks: the results.csv rows
+  // (losses, P, R, mAPs, val losses) are identical.
+  const std::string f = "--epochs 1 --deterministic";
+  Proc a = sh(mpirun(2) + train("val0", 8, f));
+  ASSERT_EQ(a.rc, 0) << a.out;
+  Proc b = sh(mpirun(2) + train("valsh", 8, f + " --val-distributed"));
+  ASSERT_EQ(b.rc, 0) << b.out;
+  auto row = [&](const std::string& name) {
+    std::FILE* fp = std::fopen((dir_ + "/" + name + "/results.csv").c_str(), "r");
+    std::string all;
+    char buf[4096];
+    size_t n;
+    while (fp && (n = std::fread(buf, 1, sizeof buf, fp)) > 0) all.append(buf, n);
+    if (fp) std::fclose(fp);
+    return all;
+  };
+  const std::string ra = row("val0"), rb = row("valsh");
+  EXPECT_FALSE(ra.empty());
+  EXPECT_EQ(ra, rb);
+}
+
 TEST_F(DistTrain, ResumeMidAccumulationEqualsTheUninterruptedRun) {
   // --accumulate 4: the stop after 6 iterations leaves 2 iterations of per-rank gradients.
   const std::string f = "--epochs 1 --deterministic --accumulate 4";

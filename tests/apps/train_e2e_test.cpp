@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "io/checkpoint.h"
+#include "io/grad_norm_log.h"
 #include "io/safetensors.h"
 #include "io/synth.h"
 
@@ -119,7 +120,7 @@ class TrainE2E : public ::testing::Test {
 }  // namespace
 
 TEST_F(TrainE2E, TinyRunWritesEveryOutputAndLossesFall) {
-  const RunResult r = run(base_args("tiny") + " --epochs 4 --nbs 8");
+  const RunResult r = run(base_args("tiny") + " --epochs 4 --nbs 8 --plot-features 2");
   ASSERT_EQ(r.code, 0) << r.out;
   const fs::path d = run_dir("tiny");
   std::vector<std::string> header;
@@ -127,11 +128,19 @@ TEST_F(TrainE2E, TinyRunWritesEveryOutputAndLossesFall) {
   const std::vector<std::string> want = {"epoch", "train/box_loss", "train/cls_loss", "train/dfl_loss",
                                          "metrics/precision", "metrics/recall", "metrics/mAP_0.5",
                                          "metrics/mAP_0.5:0.95", "val/box_loss", "val/cls_loss", "val/dfl_loss",
-                                         "x/lr0", "x/lr1", "x/lr2"};
-  EXPECT_EQ(header, want);
+                                         "x/lr0", "x/lr1", "x/lr2", "grad_norm"};
+  EXPECT_EQ(header, want) << "the official columns first, ours (grad_norm) appended";
   ASSERT_EQ(rows.size(), 4u) << r.out;
+  // grad_norm.csv: one row per optimizer step (nbs 8 = batch 8: a step per batch, 2 per epoch);
+  // results.csv's grad_norm is each epoch's mean of them.
+  const auto steps = io::read_grad_norms((d / "grad_norm.csv").string());
+  ASSERT_EQ(steps.size(), 8u);
   for (size_t e = 0; e < rows.size(); ++e) {
-    ASSERT_EQ(rows[e].size(), 14u);
+    ASSERT_EQ(rows[e].size(), 15u);
+    const double mean = (steps[2 * e].norm + steps[2 * e + 1].norm) / 2;
+    EXPECT_EQ(steps[2 * e].epoch, static_cast<int64_t>(e));
+    EXPECT_NEAR(rows[e][14], mean, 1e-4 * mean) << "epoch " << e;
+    EXPECT_GT(rows[e][14], 0.0);
     EXPECT_EQ(rows[e][0], static_cast<double>(e));
     for (double v : rows[e]) EXPECT_TRUE(std::isfinite(v));
     EXPECT_GT(rows[e][9], 0.0) << "val cls loss computed";
@@ -166,10 +175,13 @@ TEST_F(TrainE2E, TinyRunWritesEveryOutputAndLossesFall) {
   EXPECT_EQ(opt["batch_size"].as<int>(), 8);
   EXPECT_EQ(opt["save_dir"].as<std::string>(), d.string());
   EXPECT_TRUE(opt["hyp"].IsMap());
-  for (const char* img : {"results.png", "labels.jpg", "train_batch0.jpg", "train_batch1.jpg"}) {
+  for (const char* img : {"results.png", "grad_norm.png", "labels.jpg", "train_batch0.jpg", "train_batch1.jpg",
+                          "features/epoch0/stage0_Conv_features.png", "features/epoch2/stage0_Conv_features.png",
+                          "features/epoch3/stage0_Conv_features.png"}) {
     const cv::Mat m = cv::imread((d / img).string());
     EXPECT_FALSE(m.empty()) << img;
   }
+  EXPECT_FALSE(fs::exists(d / "features" / "epoch1")) << "--plot-features 2: epochs 0, 2 and the last";
   EXPECT_NE(r.out.find("box_loss"), std::string::npos);
   EXPECT_NE(r.out.find("img/s"), std::string::npos);
   EXPECT_NE(r.out.find("epochs completed"), std::string::npos);
@@ -189,6 +201,9 @@ TEST_F(TrainE2E, ResumeIsBitExact) {
   // Stop inside epoch 1 (after its first batch): accumulated grads and running losses travel too.
   const RunResult c1 = run(base_args("midepoch") + " --epochs 2 --stop-after-batches 3");
   ASSERT_EQ(c1.code, 0) << c1.out;
+  // As if the run had died after logging the norm of the step after its checkpoint: the resumed
+  // run re-runs that step, so the row must not stay twice.
+  io::append_grad_norm((run_dir("midepoch") / "grad_norm.csv").string(), io::GradNormRow{1, 3, 2.0, 999.0});
   const RunResult c2 = run("train --resume " + (run_dir("midepoch") / "weights").parent_path().string());
   ASSERT_EQ(c2.code, 0) << c2.out;
 
@@ -205,6 +220,16 @@ TEST_F(TrainE2E, ResumeIsBitExact) {
     const auto ra = read_results(run_dir("straight") / "results.csv", &h1);
     const auto rb = read_results(run_dir(name) / "results.csv", &h2);
     EXPECT_EQ(ra, rb) << "results.csv rows differ";
+    // The per-step gradient norms survive the stop and resume: no step lost or logged twice.
+    auto text = [](const fs::path& p) {
+      std::ifstream f(p);
+      std::stringstream ss;
+      ss << f.rdbuf();
+      return ss.str();
+    };
+    const std::string ga = text(run_dir("straight") / "grad_norm.csv");
+    EXPECT_FALSE(ga.empty());
+    EXPECT_EQ(ga, text(run_dir(name) / "grad_norm.csv"));
   }
 }
 

@@ -5,7 +5,10 @@
 // outputs (each mode starting from state.*).
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdlib>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 
@@ -90,6 +93,36 @@ Built build(const std::string& kind, const nlohmann::json& js) {
   Y9_THROW(engine::ConfigError, "modules_ref_test: no builder for fixture module ", kind);
 }
 
+// Our gradients (fixture key -> tensor: grad_train.input.i and grad_train.<param>) of a fresh
+// train-mode module loaded from the fixture's state, on the inputs scaled by (1 + f).
+std::map<std::string, Tensor> grads_for(const std::string& kind, const nlohmann::json& js,
+                                        const std::map<std::string, Tensor>& ts, const graph::LoadOptions& lo,
+                                        const std::vector<Tensor>& xs, double f) {
+  Built b = build(kind, js);
+  graph::load_state_dict(*b.module, ts, lo);
+  b.module->train();
+  std::vector<Tensor> xp;
+  for (const auto& x : xs) {
+    Tensor c = x.detach().clone();
+    {
+      engine::autograd::NoGradGuard ng;
+      c.mul_(1.0 + f);
+    }
+    xp.push_back(c.set_requires_grad(true));
+  }
+  std::vector<Tensor> roots, weights;
+  for (const auto& [k, t] : b.run(xp, "out_train")) {
+    roots.push_back(t);
+    weights.push_back(ts.at("gradw_train" + k.substr(std::string("out_train").size())));
+  }
+  engine::autograd::backward(roots, weights);
+  std::map<std::string, Tensor> g;
+  for (size_t k = 0; k < xp.size(); ++k) g["grad_train.input." + std::to_string(k)] = xp[k].grad();
+  for (const auto& [name, p] : b.module->named_parameters())
+    if (p.requires_grad()) g["grad_train." + name] = p.grad();
+  return g;
+}
+
 }  // namespace
 
 TEST(ModulesRef, AllFixtures) {
@@ -131,16 +164,36 @@ TEST(ModulesRef, AllFixtures) {
     }
     engine::autograd::backward(roots, weights);
 
-    // Gradients: 1e-4 relative plus 1e-6 x max|ref| absolute for elements near zero (gradients
-    // are sums over N*H*W terms and BN subtracts their mean, so small elements carry the rounding
-    // of the whole sum). Observed worst: ~4e-6 of the tensor's scale.
+    // Gradients: 1e-4 relative plus an absolute term for elements near zero (gradients are sums
+    // over N*H*W terms and BN subtracts their mean, so small elements carry the rounding of the
+    // whole sum). The absolute term is calibrated per tensor from the fixture's conditioning, as
+    // tests/train/model_loss_ref_test.cpp does: our own gradients for the inputs scaled by
+    // (1 +- 2^-23) move by `noise` of the tensor's scale from float rounding alone, and any FP32
+    // implementation summing in another order than PyTorch's is off by that much. Measured
+    // against a float64 run of the official modules, PyTorch's FP32 gradients and ours are equally
+    // far from the exact values (both up to ~3e-6 of the scale at batch 2 and 40x40 maps, the
+    // second fixture set; neither side is the less accurate one), and |ours - fixture| reaches
+    // 2.6x the noise on the shipped and the second set, so the bound is
+    // max(1e-6, kNoiseFactor x noise) x max|ref| with kNoiseFactor 4. A backward bug (wrong term,
+    // sign, missing path) moves a gradient by a sizeable part of its scale, far beyond ~1e-5.
+    constexpr double kNoiseFactor = 4.0;
+    const auto g_up = grads_for(kind, js, ts, lo, xs, std::ldexp(1.0, -23));
+    const auto g_down = grads_for(kind, js, ts, lo, xs, -std::ldexp(1.0, -23));
     std::set<std::string> checked;
-    double worst_grad = 0;
+    double worst_grad = 0, worst_ratio = 0;
+    std::string worst_key;
     auto check_grad = [&](const std::string& key, const Tensor& g) {
       ASSERT_TRUE(ts.count(key)) << "fixture lacks " << key;
       ASSERT_TRUE(g.defined()) << "no gradient for " << key;
-      EXPECT_TRUE(graphtest::close(g, ts.at(key), 1e-4, 1e-6)) << key;
-      worst_grad = std::max(worst_grad, graphtest::scaled_error(g, ts.at(key)));
+      const double noise = std::max(graphtest::scaled_error(g_up.at(key), g), graphtest::scaled_error(g_down.at(key), g));
+      const double atol_scale = std::max(1e-6, kNoiseFactor * noise);
+      EXPECT_TRUE(graphtest::close(g, ts.at(key), 1e-4, atol_scale)) << key << " (one-ulp input noise " << noise << ")";
+      const double err = graphtest::scaled_error(g, ts.at(key));
+      worst_grad = std::max(worst_grad, err);
+      if (err / atol_scale > worst_ratio) worst_ratio = err / atol_scale, worst_key = key;
+      if (std::getenv("Y9_VERBOSE"))
+        std::printf("    %-16s %-50s err %.2e noise %.2e err/noise %.2f\n", kind.c_str(), key.c_str(), err, noise,
+                    noise > 0 ? err / noise : 0.0);
       checked.insert(key);
     };
     for (size_t k = 0; k < xs.size(); ++k) check_grad("grad_train.input." + std::to_string(k), xs[k].grad());
@@ -148,7 +201,8 @@ TEST(ModulesRef, AllFixtures) {
       if (p.requires_grad()) check_grad("grad_train." + name, p.grad());
     for (const auto& [k, t] : ts)
       if (k.rfind("grad_train.", 0) == 0) EXPECT_TRUE(checked.count(k)) << "fixture gradient not produced: " << k;
-    std::printf("  %-16s %zu gradients, worst scaled err %.2e\n", kind.c_str(), checked.size(), worst_grad);
+    std::printf("  %-16s %zu gradients, worst scaled err %.2e, worst err/(absolute bound) %.2f (%s)\n", kind.c_str(),
+                checked.size(), worst_grad, worst_ratio, worst_key.c_str());
 
     double worst_buf = 0;
     for (const auto& [name, b] : tr.module->named_buffers()) {

@@ -45,16 +45,15 @@ std::map<std::string, std::pair<std::vector<int64_t>, int64_t>> safetensors_head
 // Legacy models of params.json whose modules (MP, SPPCSPC, Detect) are outside the spec.
 const std::set<std::string> kLegacy = {"yolov7-af.yaml"};
 
-}  // namespace
-
-TEST(ModelParamsRef, EveryParamsJsonModel) {
-  const std::string ref = testutil::reference_dir();
-  if (ref.empty()) GTEST_SKIP() << "no reference folder";
-  const auto j = read_json(ref + "/params.json");
-  const int64_t nc = j["nc"].get<int64_t>();
-  const int64_t img = j["imgsz"].get<int64_t>();
+// Checks every model of a params.json (fixture README: "read shapes, seeds and settings from each
+// JSON"): the image size is the file's "imgsz" and the GFLOPs key is "gflops_<imgsz>". Returns the
+// number of models checked.
+int check_params_json(const nlohmann::json& j) {
+  const int64_t nc = j.at("nc").get<int64_t>();
+  const int64_t img = j.at("imgsz").get<int64_t>();
+  const std::string gflops_key = "gflops_" + std::to_string(img);
   int checked = 0;
-  for (const auto& [name, v] : j["models"].items()) {
+  for (const auto& [name, v] : j.at("models").items()) {
     SCOPED_TRACE(name);
     const std::string path = config_path(name);
     if (!std::filesystem::exists(path)) {
@@ -64,21 +63,58 @@ TEST(ModelParamsRef, EveryParamsJsonModel) {
     graph::BuildOptions opts;
     opts.init = false;
     auto m = graph::Model::from_yaml(path, nc, opts);
-    EXPECT_EQ(m->num_parameters(), v["parameters"].get<int64_t>());
-    EXPECT_EQ(m->num_trainable(), v["trainable"].get<int64_t>());
-    EXPECT_EQ(m->num_buffer_elements(), v["buffers"].get<int64_t>());
-    EXPECT_EQ(m->num_modules_official(), v["modules"].get<int64_t>());
-    const double gf = m->gflops(img, img), want = v["gflops_640"].get<double>();
+    EXPECT_EQ(m->num_parameters(), v.at("parameters").get<int64_t>());
+    EXPECT_EQ(m->num_trainable(), v.at("trainable").get<int64_t>());
+    EXPECT_EQ(m->num_buffer_elements(), v.at("buffers").get<int64_t>());
+    EXPECT_EQ(m->num_modules_official(), v.at("modules").get<int64_t>());
+    if (!v.contains(gflops_key)) {
+      ADD_FAILURE() << name << ": no \"" << gflops_key << "\" for the file's imgsz " << img;
+      continue;
+    }
+    const double gf = m->gflops(img, img), want = v.at(gflops_key).get<double>();
     EXPECT_NEAR(gf, want, 0.01 * want);
     EXPECT_NEAR(gf, want, 1e-6 * want) << "analytic MACs should equal the hook count exactly";
-    const auto strides = v["strides"].get<std::vector<double>>();
+    const auto strides = v.at("strides").get<std::vector<double>>();
     EXPECT_EQ(m->strides(), strides);
-    EXPECT_EQ(m->head()->type_name(), v["head"].get<std::string>());
+    EXPECT_EQ(m->head()->type_name(), v.at("head").get<std::string>());
     ++checked;
   }
-  EXPECT_GE(checked, 10);
+  return checked;
 }
 
+}  // namespace
+
+TEST(ModelParamsRef, EveryParamsJsonModel) {
+  const std::string ref = testutil::reference_dir();
+  if (ref.empty()) GTEST_SKIP() << "no reference folder";
+  EXPECT_GE(check_params_json(read_json(ref + "/params.json")), 10);
+}
+
+// A params.json at another image size (as a second fixture set writes it): the shipped file
+// rewritten for imgsz 320, its "gflops_640" replaced by "gflops_320" = gflops_640 / 4 (every
+// conv output shrinks by exactly 4 when all sides stay multiples of 32).
+TEST(ModelParamsRef, GflopsKeyFollowsTheFilesImgsz) {
+  const std::string ref = testutil::reference_dir();
+  if (ref.empty()) GTEST_SKIP() << "no reference folder";
+  auto j = read_json(ref + "/params.json");
+  const int64_t img = j.at("imgsz").get<int64_t>();
+  const std::string from = "gflops_" + std::to_string(img);
+  j["imgsz"] = 320;
+  nlohmann::json models;
+  int n = 0;
+  for (auto& [name, v] : j.at("models").items()) {
+    if (n >= 2 || !std::filesystem::exists(config_path(name))) continue;  // two models keep it quick
+    nlohmann::json w = v;
+    ASSERT_TRUE(w.contains(from)) << name;
+    const double s = 320.0 / static_cast<double>(img);
+    w["gflops_320"] = w.at(from).get<double>() * s * s;
+    w.erase(from);
+    models[name] = w;
+    ++n;
+  }
+  j["models"] = models;
+  EXPECT_EQ(check_params_json(j), 2);
+}
 TEST(ModelParamsRef, StateDictNamesAndShapesMatchModelFixtures) {
   const std::string ref = testutil::reference_dir();
   if (ref.empty()) GTEST_SKIP() << "no reference folder";

@@ -14,8 +14,10 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <sstream>
 
 #include "engine/error.h"
+#include "io/grad_norm_log.h"
 #include "io/plot_canvas.h"
 
 namespace {
@@ -350,3 +352,119 @@ TEST(PlotCanvas, NiceTicks) {
 }
 
 }  // namespace
+
+// --- grad_norm.csv / grad_norm.png (issue 16 item 19) --------------------------------------------
+
+namespace {
+// nb steps per epoch for `epochs` epochs: norms fall from 300 to ~3, with a spike in epoch 1.
+std::vector<io::GradNormRow> synthetic_norms(int epochs, int nb) {
+  std::vector<io::GradNormRow> rows;
+  for (int e = 0; e < epochs; ++e)
+    for (int i = 0; i < nb; ++i) {
+      io::GradNormRow r;
+      r.epoch = e;
+      r.iteration = static_cast<int64_t>(e) * nb + i;
+      r.x = e + (i + 1.0) / nb;
+      r.norm = 300.0 * std::exp(-0.08 * static_cast<double>(r.iteration)) + 3.0 + (e == 1 && i == 5 ? 5000.0 : 0.0);
+      rows.push_back(r);
+    }
+  return rows;
+}
+}  // namespace
+
+TEST_F(PlotsTest, GradNormLogRoundTripAndTruncate) {
+  const std::string csv = out("grad_norm.csv");
+  const auto rows = synthetic_norms(3, 7);
+  for (const auto& r : rows) io::append_grad_norm(csv, r);
+  io::GradNormRow inf_row{3, 21, 3.0 + 1.0 / 7, INFINITY};
+  io::append_grad_norm(csv, inf_row);
+  auto back = io::read_grad_norms(csv);
+  ASSERT_EQ(back.size(), rows.size() + 1);
+  for (size_t k = 0; k < rows.size(); ++k) {
+    EXPECT_EQ(back[k].epoch, rows[k].epoch);
+    EXPECT_EQ(back[k].iteration, rows[k].iteration);
+    EXPECT_EQ(static_cast<float>(back[k].norm), static_cast<float>(rows[k].norm)) << "FP32 norms round-trip";
+    EXPECT_NEAR(back[k].x, rows[k].x, 1e-8);
+  }
+  EXPECT_TRUE(std::isinf(back.back().norm));
+  // Resume at iteration 10: rows 10.. are re-run, so they go.
+  const auto kept = io::truncate_grad_norms(csv, 10);
+  ASSERT_EQ(kept.size(), 10u);
+  EXPECT_EQ(io::read_grad_norms(csv).size(), 10u);
+  EXPECT_EQ(io::read_grad_norms(csv).back().iteration, 9);
+  io::append_grad_norm(csv, rows[10]);  // appending goes on after the truncation
+  EXPECT_EQ(io::read_grad_norms(csv).size(), 11u);
+  EXPECT_TRUE(io::read_grad_norms(out("no_such.csv")).empty());
+  EXPECT_TRUE(io::truncate_grad_norms(out("no_such.csv"), 0).empty());
+  EXPECT_FALSE(fs::exists(out("no_such.csv")));
+  // Malformed content names the file and line.
+  const std::string broken = out("broken.csv");
+  std::ofstream(broken) << "epoch,iteration,x,grad_norm\n0,0,0.5,1.25\n0,1,oops\n";
+  expect_throw_naming<engine::IoError>([&] { io::read_grad_norms(broken); }, broken + ": line 3");
+  const std::string other = out("other.csv");
+  std::ofstream(other) << "a,b\n";
+  expect_throw_naming<engine::IoError>([&] { io::read_grad_norms(other); }, other);
+  expect_throw_naming<engine::IoError>([&] { io::append_grad_norm(bad("g.csv"), rows[0]); }, bad("g.csv"));
+}
+
+TEST_F(PlotsTest, GradNormPlot) {
+  const std::string csv = out("grad_norm.csv");
+  for (const auto& r : synthetic_norms(4, 30)) io::append_grad_norm(csv, r);
+  io::plot_grad_norm(csv, out("grad_norm.png"), 10.0);
+  expect_image(out("grad_norm.png"), 1600, 700);
+  cv::Mat img = cv::imread(out("grad_norm.png"));
+  cv::Mat red, orange;
+  cv::inRange(img, cv::Scalar(20, 20, 190), cv::Scalar(60, 60, 230), red);        // clip line 0xD62728
+  cv::inRange(img, cv::Scalar(0, 110, 235), cv::Scalar(40, 150, 255), orange);    // epoch means (tab orange)
+  EXPECT_GT(cv::countNonZero(red), 300) << "the clip threshold line is drawn";
+  EXPECT_GT(cv::countNonZero(orange), 300) << "the epoch-mean steps are drawn";
+  // No file or no rows: a frame saying so, not an error.
+  io::plot_grad_norm(out("none.csv"), out("grad_norm_empty.png"), 10.0);
+  EXPECT_FALSE(cv::imread(out("grad_norm_empty.png")).empty());
+  expect_throw_naming<engine::IoError>([&] { io::plot_grad_norm(csv, bad("g.png"), 10.0); }, bad("g.png"));
+}
+
+TEST_F(PlotsTest, ResultsWithTrailingGradNormColumn) {
+  // results.csv gains a trailing grad_norm column; the official panels are found by name.
+  const std::string csv = out("results.csv");
+  write_results_csv(csv, 5);
+  std::ifstream in(csv);
+  std::stringstream ss;
+  std::string line;
+  for (int k = 0; std::getline(in, line); ++k) ss << line << (k == 0 ? ",           grad_norm" : ",     12.5") << "\n";
+  in.close();
+  std::ofstream(csv) << ss.str();
+  io::plot_results(csv, out("results_gn.png"));
+  expect_image(out("results_gn.png"), 2000, 900);
+}
+
+// --- feature maps (issue 16 item 20) -------------------------------------------------------------
+
+TEST_F(PlotsTest, FeatureMapGrid) {
+  // 40 channels of 10 x 12: the first 32 in 4 rows of 8; tiles scaled x6 to 60 x 72, 6 px gaps.
+  Tensor x = Tensor::empty({2, 40, 10, 12}, engine::DType::F32);
+  float* p = x.data<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) p[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i)));
+  io::plot_feature_maps(x, out("stage0_Conv_features.png"));
+  cv::Mat img = cv::imread(out("stage0_Conv_features.png"));
+  ASSERT_FALSE(img.empty());
+  EXPECT_EQ(img.cols, 8 * 72 + 9 * 6);
+  EXPECT_EQ(img.rows, 4 * 60 + 5 * 6);
+  // viridis: each tile spans dark purple (min) to yellow (max).
+  cv::Mat tile = img(cv::Rect(6, 6, 72, 60));
+  double lo, hi;
+  cv::Mat grey;
+  cv::cvtColor(tile, grey, cv::COLOR_BGR2GRAY);
+  cv::minMaxLoc(grey, &lo, &hi);
+  EXPECT_LT(lo, 60);
+  EXPECT_GT(hi, 200);
+  // Fewer channels than n: one row of 5; big maps scaled down to 256 px.
+  io::plot_feature_maps(Tensor::ones({1, 5, 3, 3}), out("small.png"));
+  cv::Mat s = cv::imread(out("small.png"));
+  EXPECT_EQ(s.cols, 5 * 66 + 6 * 6);
+  io::plot_feature_maps(Tensor::zeros({1, 2, 512, 300}), out("big.png"), 32);
+  EXPECT_EQ(cv::imread(out("big.png")).rows, 256 + 2 * 6);
+  expect_throw_naming<engine::ShapeError>([&] { io::plot_feature_maps(Tensor::zeros({3, 4, 4}), out("x.png")); },
+                                          out("x.png"));
+  expect_throw_naming<engine::IoError>([&] { io::plot_feature_maps(x, bad("f.png")); }, bad("f.png"));
+}

@@ -43,17 +43,24 @@ TEST(YoloLossRef, ItemsTotalAndHeadGradients) {
     auto items = r.items.to_vector<double>();
     const auto& ji = j.at("loss_items");
     const double ref[3] = {ji.at("box").get<double>(), ji.at("cls").get<double>(), ji.at("dfl").get<double>()};
+    // 1e-6 relative: the terms follow the official float32 formulas (BCE in the pos_weight order,
+    // kernels/common/box_loss.h) and the sums are in double, so what remains is PyTorch's float32
+    // cascade-sum rounding (~1e-7 relative).
     for (int i = 0; i < 3; ++i) {
-      EXPECT_NEAR(items[i], ref[i], 1e-5 * std::fabs(ref[i])) << "item " << i;
+      EXPECT_NEAR(items[i], ref[i], 1e-6 * std::fabs(ref[i])) << "item " << i;
       std::cout << "item " << i << ": ours " << items[i] << " official " << ref[i] << " rel "
                 << std::fabs(items[i] - ref[i]) / std::fabs(ref[i]) << "\n";
     }
     const double tot = j.at("loss_total").get<double>();
-    EXPECT_NEAR(r.total.item<double>(), tot, 1e-5 * std::fabs(tot));
+    EXPECT_NEAR(r.total.item<double>(), tot, 1e-6 * std::fabs(tot));
+    // target_scores.sum() is a float32 cascade sum officially and a double sum rounded to float32
+    // here: both within an ulp or two of the exact sum, so relative (an absolute 1e-6 is below one
+    // float32 ulp once the sum passes 8).
     if (j.contains("target_scores_sum"))
-      for (size_t k = 0; k < K; ++k)
-        EXPECT_NEAR(r.target_scores_sum[k].item<double>(), std::max(1.0, j["target_scores_sum"][k].get<double>()),
-                    1e-6);
+      for (size_t k = 0; k < K; ++k) {
+        const double want = std::max(1.0, j["target_scores_sum"][k].get<double>());
+        EXPECT_NEAR(r.target_scores_sum[k].item<double>(), want, 1e-6 * want) << "branch " << k;
+      }
     r.total.backward();
     // Bias gradients of the last 1x1 convs: cv2/cv3 (branch 0 box/cls), cv4/cv5 (branch 1).
     const std::regex re(R"(^grad\.model\.\d+\.cv(\d+)\.(\d+)\.2\.bias$)");

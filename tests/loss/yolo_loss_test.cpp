@@ -102,6 +102,31 @@ TEST(YoloLoss, NoTargetsGivesClsOnly) {
   for (float v : g) EXPECT_EQ(v, 0.f);
 }
 
+// The cls loss terms follow the official nn.BCEWithLogitsLoss(pos_weight=[1]) in float32: values
+// from PyTorch 1.13 (CPU, float32) for the class logits an nc=80 head starts with (bias_init
+// log(5 / 80 / (640 / s)^2) ~ -11.5 at stride 8). The pos_weight order rounds log(1 + e^x) through
+// m = -x, so these differ from the exact BCE by up to 100% (x = -15.04 gives 0, exact 2.9e-7).
+TEST(YoloLoss, ClsTermsFollowOfficialPosWeightOrder) {
+  const int64_t nc = 80, no = 64 + nc;
+  // 32x32 input: levels 4x4, 2x2, 1x1; every class logit of a level is one value.
+  const float logit[3] = {-11.5f, -9.21034049987793f, -15.040399551391602f};
+  const double official[3] = {1.049041748046875e-05, 0.00010013580322265625, 0.0};  // BCE(x, t=0)
+  std::vector<Tensor> lv;
+  double want = 0;
+  for (int l = 0; l < 3; ++l) {
+    const int64_t h = 4 >> l;
+    Tensor t = Tensor::zeros({1, no, h, h});
+    t.narrow(1, 64, nc).fill_(logit[l]);
+    lv.push_back(t);
+    want += static_cast<double>(nc * h * h) * official[l];
+  }
+  auto r = ops::yolo_loss({lv}, Tensor::zeros({0, 6}), ops::YoloLossConfig::single(nc));
+  const auto it = r.items.to_vector<double>();
+  EXPECT_NEAR(it[1], 0.5 * want, 1e-6 * 0.5 * want) << "cls gain 0.5, target_scores_sum clamped to 1";
+  EXPECT_EQ(it[0], 0.0);
+  EXPECT_EQ(it[2], 0.0);
+}
+
 TEST(YoloLoss, ShapeErrors) {
   auto lv = synthetic_levels(1, 67, 32, 0.0, engine::DType::F32);
   EXPECT_THROW(ops::yolo_loss({lv}, spec_targets(), ops::YoloLossConfig::single(4)), engine::ShapeError);

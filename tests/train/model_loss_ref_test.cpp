@@ -103,13 +103,17 @@ TEST(ModelLossRef, LossItemsAndParameterGradients) {
       if (!lt.count(key)) continue;
       ASSERT_TRUE(p.grad().defined()) << name << " got no gradient";
       // Tolerance: 1e-3 of the tensor's scale (fixture README: gradients summed over many terms
-      // agree to ~1e-3 of scale), widened to 1.5x our own one-ulp-input noise. That noise is
+      // agree to ~1e-3 of scale), widened to 3x our own one-ulp-input noise. That noise is
       // large here (up to ~30% of scale in the backbone of yolov9-t): batch 1 at 64x64 leaves
       // 2x2 maps at P5, where train-mode BatchNorm normalises over 4 values and amplifies float
       // rounding in forward and backward alike (graph/model_ref_test.cpp measures the forward).
+      // Why 3x: on a second fixture set (yolov9-t, nc=80, batch 2, 160 px) |ours - fixture| reaches
+      // 2.2x the noise (up to 2.7e-3 of scale), and a float64 run of the official loss shows that
+      // this is the fixture's own rounding: the official FP32 gradients are up to 1.9e-3 of scale
+      // from the exact ones, ours up to 1.7e-3 (ours closer in 716 of 881 tensors).
       // A backward bug (wrong term, sign, missing path) moves gradients far beyond that noise.
       const double noise = std::max(scaled_error(g_up.at(name), p.grad()), scaled_error(g_down.at(name), p.grad()));
-      const double tol = std::max(1e-3, 1.5 * noise);
+      const double tol = std::max(1e-3, 3.0 * noise);
       const double err = scaled_error(p.grad(), lt.at(key));
       if (err / tol > worst) {
         worst = err / tol;

@@ -1,6 +1,7 @@
 // Data-parallel glue (apps/training/dist/data_parallel.h).
 #include "apps/training/dist/data_parallel.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <vector>
 
@@ -36,6 +37,28 @@ std::string DataParallel::broadcast_string(const std::string& s, int root) {
   std::string out = rank() == root ? s : std::string(n, '\0');
   if (n > 0) world_->broadcast(out.data(), n, root);
   return out;
+}
+
+std::vector<std::string> DataParallel::all_gather_bytes(const std::string& mine) {
+  const int W = world_size();
+  if (W == 1) return {mine};
+  std::vector<uint64_t> sizes(static_cast<size_t>(W));
+  const uint64_t n = mine.size();
+  world_->all_gather(&n, sizeof n, sizes.data());
+  uint64_t mx = 0;
+  for (uint64_t s : sizes) mx = std::max(mx, s);
+  std::string padded = mine;
+  padded.resize(mx);
+  std::string all(mx * static_cast<size_t>(W), '\0');
+  if (mx > 0) world_->all_gather(padded.data(), mx, all.data());
+  std::vector<std::string> out;
+  for (int r = 0; r < W; ++r) out.push_back(all.substr(static_cast<size_t>(r) * mx, sizes[static_cast<size_t>(r)]));
+  return out;
+}
+
+void DataParallel::sum(std::vector<double>& v) {
+  if (world_size() > 1 && !v.empty())
+    all_reduce(*world_, v.data(), static_cast<int64_t>(v.size()), engine::DType::F64, ReduceOp::Sum);
 }
 
 bool DataParallel::any(bool flag) {

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "apps/training/dist/communicator.h"
 #include "apps/training/dist/reducer.h"
@@ -38,6 +39,10 @@ class DataParallel {
   void broadcast(engine::Tensor& t, int root = 0);
   /// Root's string on every rank.
   std::string broadcast_string(const std::string& s, int root = 0);
+  /// Every rank's `mine`, in rank order, on every rank (sizes may differ).
+  std::vector<std::string> all_gather_bytes(const std::string& mine);
+  /// Element-wise sum of `v` over the ranks, in place (F64 all-reduce).
+  void sum(std::vector<double>& v);
   /// True on every rank when `flag` is true on any rank (an all-reduce).
   bool any(bool flag);
   /// Waits for every rank without a deadline and without spinning (rank 0 may validate for
