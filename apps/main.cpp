@@ -58,9 +58,11 @@ int main(int argc, char** argv) {
   try {
     return apps::run_selected(app);
   } catch (const engine::Error& e) {
+    std::fflush(stdout);  // the error starts on its own line, after everything printed so far
     std::fprintf(stderr, "yolov9: error: %s\n", e.what());
     return 1;
   } catch (const std::exception& e) {
+    std::fflush(stdout);
     std::fprintf(stderr, "yolov9: error: %s\n", e.what());
     return 1;
   }

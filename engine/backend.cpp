@@ -122,9 +122,13 @@ DeviceContext& Backend::context(Device d) {
   Y9_CHECK(present(), "device ", d.str(), " requested but this build has no ", name(),
            " backend (configure with nvcc on the PATH for CUDA)");
   const size_t idx = d.is_cpu() ? 0 : static_cast<size_t>(d.index);
+  // Fast path: contexts are created once and never destroyed, so a published pointer stays valid.
+  if (idx < kMaxContexts)
+    if (DeviceContext* c = ctx_fast_[idx].load(std::memory_order_acquire)) return *c;
   std::lock_guard<std::mutex> lock(ctx_mu_);
   if (idx >= contexts_.size()) contexts_.resize(idx + 1);
   if (!contexts_[idx]) contexts_[idx] = factory_(d.is_cpu() ? Device::cpu() : d);
+  if (idx < kMaxContexts) ctx_fast_[idx].store(contexts_[idx].get(), std::memory_order_release);
   return *contexts_[idx];
 }
 

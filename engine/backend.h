@@ -4,7 +4,7 @@
 // handles and caches). Ops never branch on the device: they ask for an entry of their tensors'
 // device and call it with that device's context:
 //
-//   auto k = engine::kernel(kernels::kSiluForward, x.dtype(), x.device());  // throws if missing
+//   auto k = engine::kernel(kernels::kBatchNormForward, x.dtype(), x.device());  // throws if missing
 //   k.fn(k.ctx, ...);
 //
 // Models: ggml's backend interface (ggml-backend.h) and PyTorch's dispatch table. Entries are
@@ -159,7 +159,7 @@ int num_kernels();
 /// The identity of a kernel entry: its name (snake_case, `<op>_<forward|backward>` style) and its
 /// C++ signature `Fn` (a function pointer type taking `DeviceContext&` first). Declare one per
 /// entry, next to the shared math (kernels/common/<op>.h), as
-///   inline engine::KernelKey<SiluForwardFn> kSiluForward{"silu_forward"};
+///   inline engine::KernelKey<BatchNormForwardFn> kBatchNormForward{"batch_norm_forward"};
 /// Constant-initialised, so it is usable from any static initialiser.
 template <typename Fn>
 class KernelKey {
@@ -246,8 +246,10 @@ class Backend {
   DeviceType type_;
   ContextFactory factory_;
   std::vector<Entry> table_;  // by kernel id; filled at static initialisation only
-  std::mutex ctx_mu_;
+  std::mutex ctx_mu_;  // creation only
   std::vector<std::unique_ptr<DeviceContext>> contexts_;  // by device index
+  static constexpr size_t kMaxContexts = 64;
+  std::array<std::atomic<DeviceContext*>, kMaxContexts> ctx_fast_{};  // published contexts: lock-free lookup
 };
 
 /// The backend slot of a device kind (always exists; present() says whether it is built).
@@ -282,7 +284,7 @@ struct KernelRegistrar {
 #define Y9_KERNELS_CONCAT2(a, b) a##b
 #define Y9_KERNELS_CONCAT(a, b) Y9_KERNELS_CONCAT2(a, b)
 /// Registers kernel entries of a backend from a kernels/ file:
-///   Y9_REGISTER_KERNELS(engine::DeviceType::CPU, b) { b.add(kSiluForward, &silu_forward_cpu, kF32F64); }
+///   Y9_REGISTER_KERNELS(engine::DeviceType::CPU, b) { b.add(kBatchNormForward, &batch_norm_forward, kF32F64); }
 #define Y9_REGISTER_KERNELS(TYPE, BACKEND_VAR)                                                            \
   static void Y9_KERNELS_CONCAT(y9_register_kernels_, __LINE__)(::engine::Backend & BACKEND_VAR);          \
   static const ::engine::KernelRegistrar Y9_KERNELS_CONCAT(y9_kernel_registrar_, __LINE__)(               \

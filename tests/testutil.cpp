@@ -1,6 +1,9 @@
 // Shared test helpers (see testutil.h).
 #include "tests/testutil.h"
 
+#include <cstdlib>
+#include <stdexcept>
+
 #include <fnmatch.h>
 
 #include <algorithm>
@@ -27,11 +30,23 @@ std::string existing(const std::string& p) {
 }
 }  // namespace
 
+// With Y9_REQUIRE_REFERENCE=1 (CI) a missing folder is an error, not a skip: a misplaced checkout
+// must not pass by skipping every fixture test.
+static std::string required(const std::string& dir, const char* var, const std::string& where) {
+  if (dir.empty()) {
+    const char* req = std::getenv("Y9_REQUIRE_REFERENCE");
+    if (req && std::string(req) == "1")
+      throw std::runtime_error(std::string("Y9_REQUIRE_REFERENCE=1 but ") + where + " does not exist (set " + var + ")");
+  }
+  return dir;
+}
 std::string reference_dir() {
-  return existing(env_or("YOLOV9_REFERENCE", std::string(Y9_TESTUTIL_SOURCE_DIR) + "/../shared/reference"));
+  const std::string d = env_or("YOLOV9_REFERENCE", std::string(Y9_TESTUTIL_SOURCE_DIR) + "/../shared/reference");
+  return required(existing(d), "YOLOV9_REFERENCE", d);
 }
 std::string coco128_dir() {
-  return existing(env_or("YOLOV9_COCO128", std::string(Y9_TESTUTIL_SOURCE_DIR) + "/../shared/data/coco128"));
+  const std::string d = env_or("YOLOV9_COCO128", std::string(Y9_TESTUTIL_SOURCE_DIR) + "/../shared/data/coco128");
+  return required(existing(d), "YOLOV9_COCO128", d);
 }
 
 std::vector<std::string> glob_files(const std::string& dir, const std::string& pattern) {

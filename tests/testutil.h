@@ -13,7 +13,8 @@
 namespace testutil {
 
 /// Folder of the official fixtures: $YOLOV9_REFERENCE, default ../shared/reference from the
-/// project root. Empty string when it does not exist.
+/// project root. Empty string when it does not exist (tests skip), unless Y9_REQUIRE_REFERENCE=1
+/// (CI), which throws std::runtime_error instead (the test fails). coco128_dir() alike.
 std::string reference_dir();
 /// coco128-layout folder: $YOLOV9_COCO128, default ../shared/data/coco128 from the project root.
 std::string coco128_dir();

@@ -2,6 +2,7 @@
 // eval outputs equal the yolov9-t main branch; --fuse shrinks the state_dict; bad input is a
 // clear, non-zero exit naming the path.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "apps/training/weights.h"
 
@@ -74,7 +75,7 @@ TEST(ExportE2E, ReparamMatchesMainBranchAndFuseShrinks) {
 }
 
 TEST(ExportE2E, MissingWeightsIsAClearError) {
-  std::string log = (fs::temp_directory_path() / "y9_export_missing.txt").string();
+  std::string log = (fs::temp_directory_path() / ("y9_export_missing_" + std::to_string(::getpid()) + ".txt")).string();
   EXPECT_NE(run(bin() + " export --weights /nonexistent/w.safetensors --cfg " + cfg("yolov9-t.yaml") + " --out /tmp/x.st",
                 log),
             0);
