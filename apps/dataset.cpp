@@ -77,6 +77,7 @@ int run_dataset(const DatasetArgs& a) {
       io::ScanOptions o;
       o.nc = cfg.nc;
       o.prefix = split + ": ";
+      if (split != "train") o.min_image_px = 0;  // as val and train's validation scan them
       try {
         io::ScanResult r = io::scan_dataset(entries, o);
         const auto& st = r.stats;

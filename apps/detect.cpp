@@ -9,8 +9,10 @@
 
 #include "apps/commands.h"
 #include "io/paths.h"
+#include "apps/training/config_paths.h"
 #include "apps/training/detector.h"
 #include "apps/training/features.h"
+#include "apps/training/option_checks.h"
 #include "apps/training/weights.h"
 #include "engine/error.h"
 #include "io/data_yaml.h"
@@ -46,16 +48,18 @@ int run_detect_cli(const DetectArgs& a) {
   if (a.update) std::printf("detect: NOTICE --update does not apply to safetensors weights; ignored\n");
   if (a.dnn) std::printf("detect: NOTICE --dnn (OpenCV DNN for ONNX) does not apply to safetensors weights; ignored\n");
   if (a.half) std::printf("detect: NOTICE --half: FP16 inference runs only on CUDA officially; using FP32\n");
-  if (!a.device.empty() && a.device != "cpu")
-    std::printf("detect: NOTICE --device %s: models run on the CPU in this build; using cpu\n", a.device.c_str());
+  const std::string device = check_device_option(a.device);
+  if (!device.empty() && device != "cpu")
+    std::printf("detect: NOTICE --device %s: models run on the CPU in this build; using cpu\n", device.c_str());
   if (a.weights.size() > 1) std::printf("detect: NOTICE model ensembles are not supported; using %s\n", a.weights[0].c_str());
   const std::string& w = a.weights[0];
-  Y9_CHECK_T(engine::IoError, fs::is_regular_file(w), "weights file not found: ", w);
   LoadedModel lm = load_model(w, a.cfg);
   std::vector<std::string> names = lm.names;
-  if (names.empty() && fs::exists(a.data)) {
-    try {
-      names = io::load_data_yaml(a.data).names;
+  if (names.empty()) {
+    try {  // optional: class names only (a path, else a name under configs/data, as train takes it)
+      names = io::load_data_yaml(fs::is_regular_file(a.data) ? a.data
+                                                            : resolve_config(a.data, "data", "dataset YAML (--data)"))
+                  .names;
     } catch (const engine::Error&) {
     }
   }
@@ -115,7 +119,9 @@ void register_detect(CLI::App& app) {
         s.add_option("--source", a.source, "file, folder, glob, .txt list or video")->capture_default_str();
         s.add_option("--data", a.data, "dataset.yaml for class names (optional)")->capture_default_str();
         s.add_option("--cfg", a.cfg, "model YAML (default: the checkpoint's metadata)");
-        s.add_option("--imgsz,--img,--img-size", a.imgsz, "inference size h,w")->capture_default_str();
+        s.add_option("--imgsz,--img,--img-size", a.imgsz, "inference size h,w")
+            ->check(CLI::Range(1, static_cast<int>(training::kMaxImgSize)))
+            ->capture_default_str();
         s.add_option("--conf-thres,--conf", a.conf_thres, "confidence threshold")->capture_default_str();
         s.add_option("--iou-thres,--iou", a.iou_thres, "NMS IoU threshold")->capture_default_str();
         s.add_option("--max-det", a.max_det, "maximum detections per image")->capture_default_str();
@@ -138,7 +144,9 @@ void register_detect(CLI::App& app) {
         s.add_flag("--hide-conf", a.hide_conf, "hide confidences");
         s.add_flag("--half", a.half, "use FP16 half-precision inference");
         s.add_flag("--dnn", a.dnn, "use OpenCV DNN for ONNX inference (notice)");
-        s.add_option("--vid-stride", a.vid_stride, "video frame-rate stride")->capture_default_str();
+        s.add_option("--vid-stride", a.vid_stride, "video frame-rate stride")
+            ->check(CLI::Range(1, 1 << 20))
+            ->capture_default_str();
       },
       []() { return run_detect_cli(a); });
 }

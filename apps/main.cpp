@@ -3,8 +3,12 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <iostream>
+#include <new>
+#include <string>
+#include <typeinfo>
 
 #include "apps/commands.h"
 #include "engine/backend.h"
@@ -55,15 +59,28 @@ int main(int argc, char** argv) {
     std::cout << app.help();
     return 0;
   }
+  const bool debug = engine::debug_messages();
   try {
     return apps::run_selected(app);
-  } catch (const engine::Error& e) {
-    std::fflush(stdout);  // the error starts on its own line, after everything printed so far
-    std::fprintf(stderr, "yolov9: error: %s\n", e.what());
-    return 1;
-  } catch (const std::exception& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "yolov9: error: %s\n", e.what());
+  } catch (...) {
+    std::fflush(stdout);  // the error line after everything printed so far, not inside a line
+    try {
+      throw;
+    } catch (const engine::InternalError& e) {
+      std::fprintf(stderr, "\nyolov9: internal error (a bug in yolov9, please report it%s): %s\n",
+                   debug ? "" : "; Y9_DEBUG=1 adds the source location", debug ? e.what() : e.message().c_str());
+    } catch (const engine::Error& e) {
+      std::fprintf(stderr, "\nyolov9: error: %s\n", debug ? e.what() : e.message().c_str());
+    } catch (const std::bad_alloc&) {
+      std::fprintf(stderr, "\nyolov9: error: out of memory (the model, batch size or image size is too large for this "
+                           "machine, or an input file declares an absurd size)\n");
+    } catch (const std::exception& e) {
+      // Not an engine::Error: a library message that names no input. Say so, keep the text.
+      std::fprintf(stderr, "\nyolov9: error: unexpected failure (%s%s%s)\n", e.what(), debug ? "; type " : "",
+                   debug ? typeid(e).name() : "");
+    } catch (...) {
+      std::fprintf(stderr, "\nyolov9: error: unexpected failure (an exception of unknown type)\n");
+    }
     return 1;
   }
 }

@@ -2,6 +2,8 @@
 // run (apps/training/trainer.h holds the training loop).
 #include "apps/train.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -42,9 +44,15 @@ void register_train(CLI::App& app) {
         sub.add_option("--cfg", o.cfg, "model YAML (path or name under configs/models)")->capture_default_str();
         sub.add_option("--data", o.data, "dataset YAML")->capture_default_str();
         sub.add_option("--hyp", o.hyp, "hyper-parameter YAML (path or name under configs/hyps)")->capture_default_str();
-        sub.add_option("--epochs", o.epochs, "total training epochs")->capture_default_str();
-        sub.add_option("--batch-size,--batch", o.batch_size, "total batch size")->capture_default_str();
-        sub.add_option("--imgsz,--img,--img-size", o.imgsz, "train, val image size (pixels)")->capture_default_str();
+        sub.add_option("--epochs", o.epochs, "total training epochs")
+            ->check(CLI::Range(int64_t{1}, training::kMaxEpochs))
+            ->capture_default_str();
+        sub.add_option("--batch-size,--batch", o.batch_size, "total batch size (-1: AutoBatch, needs CUDA)")
+            ->check(CLI::Range(int64_t{-1}, training::kMaxBatchSize))
+            ->capture_default_str();
+        sub.add_option("--imgsz,--img,--img-size", o.imgsz, "train, val image size (pixels)")
+            ->check(CLI::Range(int64_t{1}, training::kMaxImgSize))
+            ->capture_default_str();
         sub.add_flag("--rect", o.rect, "rectangular training");
         sub.add_option("--resume", o.resume, "resume most recent training (or the given last.safetensors)")
             ->expected(0, 1);
@@ -62,7 +70,9 @@ void register_train(CLI::App& app) {
         sub.add_flag("--single-cls", o.single_cls, "train multi-class data as single-class");
         sub.add_option("--optimizer", o.optimizer, "optimizer: SGD, Adam, AdamW, LION")->capture_default_str();
         sub.add_flag("--sync-bn", o.sync_bn, "SyncBatchNorm across data-parallel ranks (also on CPU ranks)");
-        sub.add_option("--workers", o.workers, "max dataloader workers")->capture_default_str();
+        sub.add_option("--workers", o.workers, "max dataloader workers")
+            ->check(CLI::Range(int64_t{0}, int64_t{1024}))
+            ->capture_default_str();
         sub.add_option("--project", o.project, "save to project/name")->capture_default_str();
         sub.add_option("--name", o.name, "save to project/name ('cfg' = model YAML stem)")->capture_default_str();
         sub.add_flag("--exist-ok", o.exist_ok, "existing project/name ok, do not increment");
@@ -73,13 +83,16 @@ void register_train(CLI::App& app) {
         sub.add_option("--label-smoothing", o.label_smoothing, "label smoothing epsilon (no effect with TAL)");
         sub.add_option("--patience", o.patience, "EarlyStopping patience (epochs without improvement)")
             ->capture_default_str();
-        sub.add_option("--freeze", o.freeze, "freeze layers: backbone=10, first3=0 1 2")->expected(1, -1);
+        sub.add_option("--freeze", o.freeze, "freeze layers: backbone=10, first3=0 1 2")
+            ->expected(1, -1)
+            ->check(CLI::Range(int64_t{0}, int64_t{100000}));
         sub.add_option("--save-period", o.save_period, "save checkpoint every x epochs (disabled if < 1)");
         sub.add_option("--seed", o.seed, "global training seed")->capture_default_str();
         sub.add_option("--local_rank,--local-rank", o.local_rank,
                        "automatic DDP multi-GPU argument (ignored: the launcher's environment gives the rank)");
         sub.add_option("--min-items", o.min_items, "drop images with fewer labels");
-        sub.add_option("--close-mosaic", o.close_mosaic, "disable mosaic for the final N epochs");
+        sub.add_option("--close-mosaic", o.close_mosaic, "disable mosaic for the final N epochs")
+            ->check(CLI::Range(int64_t{0}, training::kMaxEpochs));
         sub.add_option("--entity", o.entity, "W&B entity (ignored)");
         sub.add_option("--upload_dataset", upload_s, "W&B upload (ignored)")->expected(0, 1);
         sub.add_option("--bbox_interval", o.bbox_interval, "W&B bbox interval (ignored)");
@@ -96,8 +109,9 @@ void register_train(CLI::App& app) {
                        "per update)")
             ->capture_default_str();
         sub.add_option("--allreduce", o.allreduce,
-                       "data-parallel gradient all-reduce: ring (ours: ring, or halving-doubling for small buckets) "
-                       "or nccl (the library's: ncclAllReduce on GPUs, MPI_Allreduce on CPUs)")
+                       "data-parallel gradient all-reduce: ring (ours: ring, or halving-doubling for small buckets), "
+                       "ring-only, hd (ours, one algorithm forced) or nccl (the library's: ncclAllReduce on GPUs, "
+                       "MPI_Allreduce on CPUs)")
             ->capture_default_str();
         sub.add_option("--bucket-mb", o.bucket_mb, "gradient bucket cap in MiB (the first bucket is 1 MiB)")
             ->capture_default_str();
@@ -119,7 +133,15 @@ void register_train(CLI::App& app) {
             ->group("");
       },
       []() {
-        if (sub_ptr->count("--evolve")) o.evolve = evolve_s.empty() ? 300 : std::stoll(evolve_s);
+        if (sub_ptr->count("--evolve")) {
+          char* end = nullptr;
+          const long long g = evolve_s.empty() ? 300 : std::strtoll(evolve_s.c_str(), &end, 10);
+          if (!evolve_s.empty() && (end == evolve_s.c_str() || *end != '\0' || g < 0)) {
+            std::fprintf(stderr, "--evolve: '%s' is not a number of generations\n", evolve_s.c_str());
+            return 2;
+          }
+          o.evolve = g;
+        }
         if (sub_ptr->count("--cache")) o.cache = cache_s.empty() ? "ram" : cache_s;
         if (sub_ptr->count("--upload_dataset")) o.upload_dataset = upload_s.empty() ? "True" : upload_s;
         // `--device 0,1,2,3` (official: one process per listed GPU): spawn the ranks, unless this

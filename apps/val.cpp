@@ -10,7 +10,9 @@
 
 #include "apps/commands.h"
 #include "io/paths.h"
+#include "apps/training/config_paths.h"
 #include "apps/training/evaluator.h"
+#include "apps/training/option_checks.h"
 #include "apps/training/weights.h"
 #include "engine/device.h"
 #include "engine/error.h"
@@ -41,7 +43,8 @@ struct ValArgs {
 };
 
 // CPU unless a usable CUDA device is asked for; the model has no device transfer yet.
-engine::Device select_device(const std::string& d, const char* cmd) {
+engine::Device select_device(const std::string& given, const char* cmd) {
+  const std::string d = check_device_option(given);
   if (d.empty() || d == "cpu") return engine::Device::cpu();
   std::printf("%s: NOTICE --device %s: models run on the CPU in this build; using cpu\n", cmd, d.c_str());
   return engine::Device::cpu();
@@ -75,8 +78,11 @@ int run_val(ValArgs a) {
     a.save_json = true;
 
   const std::string& w = a.weights[0];
-  Y9_CHECK_T(engine::IoError, fs::is_regular_file(w), "weights file not found: ", w);
-  io::DataConfig data = io::load_data_yaml(a.data);
+  const engine::Device device = select_device(a.device, "val");
+  // --data as train takes it: a path, else a name under configs/data.
+  io::DataConfig data = io::load_data_yaml(fs::is_regular_file(a.data)
+                                               ? a.data
+                                               : resolve_config(a.data, "data", "dataset YAML (--data)"));
   LoadedModel lm = load_model(w, a.cfg, a.single_cls ? 1 : data.nc);
   const int64_t nc = a.single_cls ? 1 : data.nc;
   Y9_CHECK_T(engine::ConfigError, lm.model->nc() == nc, w, " (", lm.model->nc(),
@@ -105,11 +111,11 @@ int run_val(ValArgs a) {
   o.anno_json = (fs::path(data.root.empty() ? "../coco" : data.root) / "annotations" / "instances_val2017.json").string();
   o.json_stem = fs::path(w).stem().string();
   o.task = split;
-  o.device = select_device(a.device, "val");
+  o.device = device;
   o.save_dir = io::increment_path((std::filesystem::path(a.project) / a.name).string(), a.exist_ok, /*mkdir=*/true);
 
   auto ds = make_val_dataset(entries, imgsz, a.batch_size, rect, pad, data.nc, a.single_cls, a.min_items, split + ": ");
-  std::printf("val: %s (%s%s, %lld parameters), %lld images\n", w.c_str(), fs::path(lm.cfg).stem().string().c_str(),
+  std::printf("val: %s (%s%s, %lld parameters), %lld images\n", w.c_str(), lm.stem.c_str(),
               lm.ema ? ", EMA" : "", static_cast<long long>(lm.model->num_parameters()),
               static_cast<long long>(ds->size()));
   ValResult r = run_validation(*lm.model, ds, o);
@@ -130,8 +136,12 @@ void register_val(CLI::App& app) {
         s.add_option("--data", a.data, "dataset.yaml path")->capture_default_str();
         s.add_option("--weights", a.weights, "model weights (safetensors)")->capture_default_str();
         s.add_option("--cfg", a.cfg, "model YAML (default: the checkpoint's metadata)");
-        s.add_option("--batch-size,--batch", a.batch_size, "batch size")->capture_default_str();
-        s.add_option("--imgsz,--img,--img-size", a.imgsz, "inference size (pixels)")->capture_default_str();
+        s.add_option("--batch-size,--batch", a.batch_size, "batch size")
+            ->check(CLI::Range(1, static_cast<int>(training::kMaxBatchSize)))
+            ->capture_default_str();
+        s.add_option("--imgsz,--img,--img-size", a.imgsz, "inference size (pixels)")
+            ->check(CLI::Range(1, static_cast<int>(training::kMaxImgSize)))
+            ->capture_default_str();
         s.add_option("--conf-thres,--conf", a.conf_thres, "confidence threshold")->capture_default_str();
         s.add_option("--iou-thres,--iou", a.iou_thres, "NMS IoU threshold")->capture_default_str();
         s.add_option("--max-det", a.max_det, "maximum detections per image")->capture_default_str();

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -62,7 +63,15 @@ class FunctionNode final : public Node {
 /// Accumulates the incoming gradient into a leaf's .grad and then fires its grad-ready hooks.
 class AccumulateGrad final : public Node {
  public:
-  explicit AccumulateGrad(const std::shared_ptr<TensorImpl>& leaf) : leaf_(leaf) {}
+  /// The highest sequence number (PyTorch's rule for AccumulateGrad): a leaf's gradient is
+  /// accumulated, and its grad-ready hooks fire, as soon as every edge into it has delivered,
+  /// not after every newer node (the node is created at the leaf's first use, so its creation
+  /// order would put it last). The gradients are unchanged: the node runs once, on the sum its
+  /// edges delivered in the same order as before; only the moment of the accumulation moves,
+  /// which lets the data-parallel reducer start a bucket's all-reduce while backward goes on.
+  explicit AccumulateGrad(const std::shared_ptr<TensorImpl>& leaf) : leaf_(leaf) {
+    sequence_nr = std::numeric_limits<uint64_t>::max();
+  }
   std::vector<Tensor> apply(std::vector<Tensor>&& grad_outputs) override;
   std::string name() const override { return "AccumulateGrad"; }
 

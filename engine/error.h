@@ -9,15 +9,22 @@
 namespace engine {
 
 /// Root of every exception the engine throws. what() = "<message> [<expr> at <file>:<line>]".
+/// message() is what a user is shown: what is wrong with which input. The failing check and the
+/// source location (where()) are for developers: `yolov9` prints them only with Y9_DEBUG=1.
 class Error : public std::runtime_error {
  public:
   Error(const std::string& msg, const char* expr, const char* file, int line);
   const std::string& message() const { return message_; }
   const char* file() const { return file_; }
   int line() const { return line_; }
+  /// The failing check expression ("" for Y9_THROW).
+  const std::string& expr() const { return expr_; }
+  /// "[<expr> at <file>:<line>]", the part of what() after the message.
+  std::string where() const;
 
  private:
   std::string message_;
+  std::string expr_;
   const char* file_;
   int line_;
 };
@@ -50,6 +57,10 @@ std::string concat(const Args&... args) {
   return os.str();
 }
 }  // namespace detail
+
+/// True when Y9_DEBUG is set to anything but "" and "0": error reports then add the failing
+/// check and its source location (Error::what()) to the user's message (Error::message()).
+bool debug_messages();
 
 }  // namespace engine
 

@@ -135,6 +135,18 @@ void need_count(const Ctx& cx, const std::vector<Arg>& args, size_t lo, size_t h
             " arguments ", form, ", got ", args.size());
 }
 
+// Bounds of module arguments. The official parse_model accepts anything and fails later (a
+// ZeroDivisionError for stride or groups 0, an out-of-memory for a million channels); we refuse at
+// the layer, naming it. The bounds are far above every official model.
+constexpr int64_t kMaxKernel = 63;
+constexpr int64_t kMaxStride = 64;    ///< also the bound for padding, dilation and upsample scale
+constexpr int64_t kMaxRepeats = 64;   ///< RepNCSPELAN4 c5 (RepNCSP bottlenecks)
+constexpr int64_t kMaxNumber = 1000;  ///< a row's `number` as written
+
+void need_range(const Ctx& cx, int64_t v, int64_t lo, int64_t hi, const std::string& what) {
+  if (v < lo || v > hi) cx.fail(what, " must be in ", lo, "..", hi, ", got ", v);
+}
+
 std::vector<int64_t> int_list(const Ctx& cx, const Arg& a, const char* what) {
   if (a.kind != Arg::Kind::List) cx.fail(what, " must be a list of integers, got ", a.repr());
   std::vector<int64_t> out;
@@ -177,7 +189,14 @@ ModelConfig parse_header(const YAML::Node& root, const std::string& source, int6
     Y9_THROW(engine::ConfigError, source, ": bad value for nc/depth_multiple/width_multiple/ch: ", e.msg);
   }
   cfg.nc = nc_override > 0 ? nc_override : cfg.nc_yaml;
-  if (cfg.nc <= 0) Y9_THROW(engine::ConfigError, source, ": nc must be positive, got ", cfg.nc);
+  if (cfg.nc <= 0 || cfg.nc > kMaxClasses)
+    Y9_THROW(engine::ConfigError, source, ": nc must be in 1..", kMaxClasses, ", got ", cfg.nc);
+  // !(x > 0) also refuses NaN.
+  if (!(cfg.depth_multiple > 0 && cfg.depth_multiple <= 10))
+    Y9_THROW(engine::ConfigError, source, ": depth_multiple must be in (0, 10], got ", cfg.depth_multiple);
+  if (!(cfg.width_multiple > 0 && cfg.width_multiple <= 10))
+    Y9_THROW(engine::ConfigError, source, ": width_multiple must be in (0, 10], got ", cfg.width_multiple);
+  if (ch_in < 1 || ch_in > 64) Y9_THROW(engine::ConfigError, source, ": ch (input channels) must be in 1..64, got ", ch_in);
   cfg.ch_in = ch_in;
   const YAML::Node anchors = root["anchors"];
   if (anchors.IsSequence()) {
@@ -191,6 +210,8 @@ ModelConfig parse_header(const YAML::Node& root, const std::string& source, int6
       Y9_THROW(engine::ConfigError, source, ": 'anchors' must be an integer or a list of lists");
     }
   }
+  if (cfg.anchors < 0 || cfg.anchors > 100)
+    Y9_THROW(engine::ConfigError, source, ": 'anchors' must be in 0..100, got ", cfg.anchors);
   if (root["activation"] && !root["activation"].IsNull()) cfg.activation = root["activation"].Scalar();
   return cfg;
 }
@@ -271,6 +292,7 @@ LayerSpec parse_row(const YAML::Node& row, int i, Ctx& cx, int n_avail, double g
     cx.fail("'number' must be an integer");
   }
   if (n_yaml < 1) cx.fail("'number' must be >= 1, got ", n_yaml);
+  if (n_yaml > kMaxNumber) cx.fail("'number' must be at most ", kMaxNumber, ", got ", n_yaml);
   L.n = n_yaml > 1 ? std::max(static_cast<int>(std::nearbyint(n_yaml * gd)), 1) : n_yaml;
   if (!row[3].IsSequence()) cx.fail("'args' must be a list");
   for (const auto& a : row[3]) L.yaml_args.push_back(eval_node(a, nc));
@@ -302,10 +324,25 @@ int64_t resolve_conv_like(const RowState& st) {
   }
   if (t != "Conv")
     for (size_t k = 1; k < a.size(); ++k) need_int(cx, a, k, "channel count");
+  if (t == "Conv") {
+    if (a.size() > 1) need_range(cx, a[1].i, 1, kMaxKernel, "kernel size (argument 1)");
+    if (a.size() > 2) need_range(cx, a[2].i, 1, kMaxStride, "stride (argument 2)");
+    if (a.size() > 3 && a[3].is_int()) need_range(cx, a[3].i, 0, kMaxStride, "padding (argument 3)");
+    if (a.size() > 4) need_range(cx, a[4].i, 1, kMaxChannels, "groups (argument 4)");
+    if (a.size() > 5) need_range(cx, a[5].i, 1, kMaxStride, "dilation (argument 5)");
+  } else if (t == "ELAN1" || t == "RepNCSPELAN4") {
+    need_range(cx, a[1].i, 2, kMaxChannels, "c3 (argument 1)");
+    need_range(cx, a[2].i, 1, kMaxChannels, "c4 (argument 2)");
+    if (a.size() > 3) need_range(cx, a[3].i, 1, kMaxRepeats, "c5, the RepNCSP repeats (argument 3),");
+  } else if (t == "SPPELAN") {
+    need_range(cx, a[1].i, 1, kMaxChannels, "c3 (argument 1)");
+  }
   const int64_t c1 = st.single_ch(L.from[0]);
   int64_t c2 = need_int(cx, a, 0, "c2");
   if (c2 <= 0) cx.fail("output channels must be positive, got ", c2);
+  need_range(cx, c2, 1, kMaxChannels, "output channels (argument 0)");
   if (c2 != st.no) c2 = make_divisible(static_cast<double>(c2) * st.gw, 8);
+  need_range(cx, c2, 1, kMaxChannels, "output channels after the width multiple");
   L.args = {Arg::make_int(c1), Arg::make_int(c2)};
   L.args.insert(L.args.end(), a.begin() + 1, a.end());
   if (t == "ELAN1" || t == "RepNCSPELAN4") {
@@ -336,8 +373,8 @@ int64_t resolve_upsample(const RowState& st) {
   need_count(cx, a, 3, 3, "[size, scale_factor, mode]");
   if (a[0].kind != Arg::Kind::None) cx.fail("only size=None is supported, got ", a[0].repr());
   const bool int_scale = a[1].is_int() || (a[1].kind == Arg::Kind::Float && a[1].f == std::floor(a[1].f));
-  const int64_t s = a[1].is_int() ? a[1].i : static_cast<int64_t>(a[1].f);
-  if (!int_scale || s < 1) cx.fail("scale_factor must be a positive integer, got ", a[1].repr());
+  if (!int_scale || !(a[1].is_int() ? a[1].i >= 1 && a[1].i <= kMaxStride : a[1].f >= 1 && a[1].f <= kMaxStride))
+    cx.fail("scale_factor must be an integer in 1..", kMaxStride, ", got ", a[1].repr());
   if (a[2].kind != Arg::Kind::Str || a[2].s != "nearest") cx.fail("only mode 'nearest' is supported, got ", a[2].repr());
   st.L.args = a;
   return st.single_ch(st.L.from[0]);
@@ -358,7 +395,8 @@ std::vector<int64_t> resolve_cblinear(const RowState& st) {
   std::vector<int64_t> pieces = int_list(cx, a[0], "the CBLinear pieces");
   if (pieces.empty()) cx.fail("CBLinear needs at least one piece");
   for (int64_t c : pieces)
-    if (c <= 0) cx.fail("CBLinear pieces must be positive, got ", a[0].repr());
+    if (c <= 0 || c > kMaxChannels) cx.fail("CBLinear pieces must be in 1..", kMaxChannels, ", got ", a[0].repr());
+  if (pieces.size() > 64) cx.fail("CBLinear has ", pieces.size(), " pieces (at most 64)");
   st.L.args = {Arg::make_int(st.single_ch(st.L.from[0])), a[0]};
   return pieces;
 }
@@ -399,7 +437,7 @@ void resolve_head(const RowState& st) {
   const int nb = head_branches(t);
   need_count(cx, a, 1, 1, "[nc]");
   need_int(cx, a, 0, "nc");
-  if (a[0].i <= 0) cx.fail("nc must be positive, got ", a[0].i);
+  need_range(cx, a[0].i, 1, kMaxClasses, "nc");
   if (st.L.from.size() % static_cast<size_t>(nb) != 0 || st.L.from.empty())
     cx.fail(t, " needs ", nb, " x (number of levels) inputs, got ", st.L.from.size());
   std::vector<int64_t> chl;

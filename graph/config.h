@@ -56,6 +56,11 @@ struct ModelConfig {
   std::vector<int> save;         ///< sorted layer indices whose outputs later layers read
 };
 
+/// Largest class count a model config accepts (nc, the nc override, a head's nc argument).
+inline constexpr int64_t kMaxClasses = 100000;
+/// Largest channel count of any layer (after the width multiple); far above every official model.
+inline constexpr int64_t kMaxChannels = 16384;
+
 /// Python's make_divisible(x, divisor) = ceil(x / divisor) * divisor (utils/general.py).
 int64_t make_divisible(double x, int64_t divisor);
 
@@ -63,7 +68,10 @@ int64_t make_divisible(double x, int64_t divisor);
 /// "Overriding model.yaml nc" path); `ch_in` is the image channel count.
 /// Throws engine::ConfigError naming the file, the layer index and module, and the problem
 /// (unreadable file, YAML syntax, missing key, unknown module, bad `from`, wrong argument count or
-/// type), and engine::IoError when the file cannot be opened.
+/// type, an argument out of its range: kernel 1..63, stride, padding, dilation and upsample scale
+/// up to 64, groups >= 1 dividing the channels, channels 1..kMaxChannels, nc 1..kMaxClasses,
+/// depth/width multiples in (0, 10], `number` 1..1000), and engine::IoError when the file cannot
+/// be opened. Never crashes on any text (fuzzed in CI: fuzz/model_yaml_fuzz.cpp).
 ModelConfig load_model_config(const std::string& path, int64_t nc_override = -1, int64_t ch_in = 3);
 
 /// Same as load_model_config on YAML text; `source` names it in error messages.

@@ -62,38 +62,48 @@ uint64_t fnv1a(const std::string& s) {
 
 // --- construction ----------------------------------------------------------------------------------
 
+void Model::build_layer(const LayerSpec& L) {
+  std::shared_ptr<Block> b;
+  const int nb = head_branches(L.type);
+  if (nb > 0) {
+    std::vector<int64_t> chl;
+    for (const auto& x : L.args[1].list) chl.push_back(x.i);
+    auto d = std::make_shared<Detect>(L.args[0].i, chl, nb, act_);
+    head_ = d.get();
+    b = d;
+  } else if (L.type == "Concat") {
+    b = std::make_shared<Concat>(L.args.empty() ? 1 : L.args[0].i);
+  } else if (L.type == "CBLinear") {
+    std::vector<int64_t> c2s;
+    for (const auto& x : L.args[1].list) c2s.push_back(x.i);
+    b = std::make_shared<CBLinear>(L.args[0].i, c2s);
+  } else if (L.type == "CBFuse") {
+    std::vector<int64_t> idx;
+    for (const auto& x : L.args[0].list) idx.push_back(x.i);
+    b = std::make_shared<CBFuse>(idx);
+  } else if (L.n > 1) {
+    auto rep = std::make_shared<Sequential>();
+    for (int k = 0; k < L.n; ++k) rep->add(make_unary(L, act_));
+    b = rep;
+  } else {
+    b = make_unary(L, act_);
+  }
+  Y9_ASSERT(b != nullptr, "no builder for module ", L.type);
+  layers_.push_back(b);
+  seq_->push_back(b);
+}
+
 Model::Model(ModelConfig cfg, const BuildOptions& opts) : cfg_(std::move(cfg)) {
   act_ = parse_activation(cfg_.activation, cfg_.source);
   seq_ = register_module("model", std::make_shared<ModuleList>("Sequential"));
   for (const LayerSpec& L : cfg_.layers) {
-    std::shared_ptr<Block> b;
-    const int nb = head_branches(L.type);
-    if (nb > 0) {
-      std::vector<int64_t> chl;
-      for (const auto& x : L.args[1].list) chl.push_back(x.i);
-      auto d = std::make_shared<Detect>(L.args[0].i, chl, nb, act_);
-      head_ = d.get();
-      b = d;
-    } else if (L.type == "Concat") {
-      b = std::make_shared<Concat>(L.args.empty() ? 1 : L.args[0].i);
-    } else if (L.type == "CBLinear") {
-      std::vector<int64_t> c2s;
-      for (const auto& x : L.args[1].list) c2s.push_back(x.i);
-      b = std::make_shared<CBLinear>(L.args[0].i, c2s);
-    } else if (L.type == "CBFuse") {
-      std::vector<int64_t> idx;
-      for (const auto& x : L.args[0].list) idx.push_back(x.i);
-      b = std::make_shared<CBFuse>(idx);
-    } else if (L.n > 1) {
-      auto rep = std::make_shared<Sequential>();
-      for (int k = 0; k < L.n; ++k) rep->add(make_unary(L, act_));
-      b = rep;
-    } else {
-      b = make_unary(L, act_);
+    try {
+      build_layer(L);
+    } catch (const engine::InternalError&) {
+      throw;
+    } catch (const engine::Error& e) {
+      Y9_THROW(engine::ConfigError, cfg_.source, ": layer ", L.index, " (", L.module, "): ", e.message());
     }
-    Y9_ASSERT(b != nullptr, "no builder for module ", L.type);
-    layers_.push_back(b);
-    seq_->push_back(b);
   }
   Y9_ASSERT(head_ != nullptr, "model without a detection head");
   keep_.assign(layers_.size(), false);
@@ -201,7 +211,11 @@ std::vector<std::vector<Dims>> Model::trace(int64_t img_h, int64_t img_w, double
     const LayerSpec& L = cfg_.layers[i];
     std::vector<std::vector<Dims>> in;
     for (int f : L.from_abs) in.push_back(f < 0 ? std::vector<Dims>{input} : out[static_cast<size_t>(f)]);
-    out.push_back(layers_[i]->trace(in, macs));
+    try {
+      out.push_back(layers_[i]->trace(in, macs));
+    } catch (const engine::ShapeError& e) {
+      Y9_THROW(engine::ShapeError, "layer ", i, " (", L.module, "): ", e.message());
+    }
   }
   if (macs_out) *macs_out = macs;
   return out;

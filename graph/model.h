@@ -92,6 +92,8 @@ class Model : public Module {
 
  private:
   ModelOutput forward_impl(const Tensor& x, const LayerObserver* observe);
+  /// Builds the module of one layer spec and appends it (constructor step).
+  void build_layer(const LayerSpec& L);
 
   ModelConfig cfg_;
   Act act_ = Act::SiLU;

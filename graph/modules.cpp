@@ -32,6 +32,8 @@ Conv2d::Conv2d(int64_t c1_, int64_t c2_, int64_t k_, int64_t s_, int64_t p_, int
     : c1(c1_), c2(c2_), k(k_), s(s_), p(p_), g(g_), d(d_) {
   Y9_CHECK_T(engine::ConfigError, g > 0 && c1 % g == 0 && c2 % g == 0, "Conv2d: groups ", g,
              " must divide channels ", c1, " -> ", c2);
+  Y9_CHECK_T(engine::ConfigError, c1 > 0 && c2 > 0 && k > 0 && s > 0 && p >= 0 && d > 0, "Conv2d: bad arguments c1 ", c1,
+             " c2 ", c2, " kernel ", k, " stride ", s, " padding ", p, " dilation ", d);
   weight = register_parameter("weight", Tensor::empty({c2, c1 / g, k, k}), trainable);
   if (with_bias) bias = register_parameter("bias", Tensor::zeros({c2}), trainable);
 }
@@ -40,6 +42,9 @@ Dims Conv2d::trace1(const Dims& in, double& macs) const {
   Y9_CHECK_SHAPE(in.c == c1, "Conv2d trace: expected ", c1, " input channels, got ", in.c);
   const int64_t ho = (in.h + 2 * p - d * (k - 1) - 1) / s + 1;
   const int64_t wo = (in.w + 2 * p - d * (k - 1) - 1) / s + 1;
+  Y9_CHECK_SHAPE(in.h + 2 * p - d * (k - 1) - 1 >= 0 && in.w + 2 * p - d * (k - 1) - 1 >= 0 && ho > 0 && wo > 0,
+                 "a ", k, "x", k, " convolution (stride ", s, ", padding ", p, ", dilation ", d, ") does not fit its ",
+                 in.h, "x", in.w, " input");
   macs += static_cast<double>(c2) * static_cast<double>(ho * wo) * static_cast<double>((c1 / g) * k * k);
   return {c2, ho, wo};
 }

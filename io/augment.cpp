@@ -111,7 +111,8 @@ LetterboxResult letterbox(const cv::Mat& im, int new_h, int new_w, bool auto_pad
   if (!scaleup) r = std::min(r, 1.0);
   LetterboxResult out;
   out.ratio_w = out.ratio_h = r;
-  int nw = round_half_even(w * r), nh = round_half_even(h * r);
+  // At least 1 px a side (the official code lets cv2.resize fail on a 10000x50 image at 64 px).
+  int nw = std::max(1, round_half_even(w * r)), nh = std::max(1, round_half_even(h * r));
   double dw = new_w - nw, dh = new_h - nh;
   if (auto_pad) {
     dw = std::fmod(dw, stride);
@@ -146,7 +147,9 @@ LoadedImage load_image(const std::string& path, int img_size, bool augment) {
   const double r = static_cast<double>(img_size) / std::max(li.h0, li.w0);
   if (r != 1.0) {
     const int interp = (augment || r > 1) ? cv::INTER_LINEAR : cv::INTER_AREA;
-    cv::resize(im, li.img, cv::Size(static_cast<int>(li.w0 * r), static_cast<int>(li.h0 * r)), 0, 0, interp);
+    // int() as officially, but at least 1 px: a 10000x50 image at 64 px would be 0 px high.
+    cv::resize(im, li.img, cv::Size(std::max(1, static_cast<int>(li.w0 * r)), std::max(1, static_cast<int>(li.h0 * r))),
+               0, 0, interp);
   } else {
     li.img = im;
   }

@@ -1,6 +1,9 @@
 // Training checkpoint files over io/safetensors: prefix-grouped tensors plus string metadata.
 #include "io/checkpoint.h"
 
+#include <charconv>
+#include <cmath>
+
 #include "engine/autograd.h"
 #include "engine/error.h"
 #include "io/safetensors.h"
@@ -26,14 +29,48 @@ Checkpoint load_checkpoint(const std::string& path) {
   Checkpoint ck;
   ck.meta = std::move(d.metadata);
   auto starts = [](const std::string& s, const char* p) { return s.rfind(p, 0) == 0; };
+  // Only a training checkpoint groups its tensors under prefixes; in any other file (a bare or
+  // exported state_dict) "model.0.conv.weight" is the tensor's own name.
+  auto f = ck.meta.find("format");
+  const bool grouped = f != ck.meta.end() && f->second == kCkptFormat;
   for (auto& [k, t] : d.tensors) {
-    if (starts(k, kCkptEma)) ck.ema.emplace(k.substr(4), t);
+    if (!grouped) ck.model.emplace(k, t);
+    else if (starts(k, kCkptEma)) ck.ema.emplace(k.substr(4), t);
     else if (starts(k, kCkptOptim)) ck.optim.emplace(k.substr(6), t);
     else if (starts(k, kCkptGrad)) ck.grad.emplace(k.substr(5), t);
-    else if (starts(k, kCkptModel) && ck.meta.count("format")) ck.model.emplace(k.substr(6), t);
-    else ck.model.emplace(k, t);  // bare state_dict ("model.0.conv.weight" is its own name)
+    else if (starts(k, kCkptModel)) ck.model.emplace(k.substr(6), t);
+    else ck.model.emplace(k, t);
   }
   return ck;
+}
+
+const std::string& meta_str(const Checkpoint& ck, const std::string& key, const std::string& path) {
+  auto it = ck.meta.find(key);
+  Y9_CHECK_T(engine::ConfigError, it != ck.meta.end(), path, ": checkpoint metadata '", key,
+             "' is missing (not a checkpoint written by `yolov9 train`, or a damaged one)");
+  return it->second;
+}
+
+int64_t meta_int(const Checkpoint& ck, const std::string& key, const std::string& path, int64_t lo, int64_t hi) {
+  const std::string& s = meta_str(ck, key, path);
+  int64_t v = 0;
+  const char* b = s.data();
+  const char* e = s.data() + s.size();
+  auto [p, ec] = std::from_chars(b, e, v);
+  Y9_CHECK_T(engine::ConfigError, ec == std::errc() && p == e && !s.empty(), path, ": checkpoint metadata '", key,
+             "' is not an integer ('", s.substr(0, 40), "')");
+  Y9_CHECK_T(engine::ConfigError, v >= lo && v <= hi, path, ": checkpoint metadata '", key, "' is ", v,
+             ", outside [", lo, ", ", hi, "]");
+  return v;
+}
+
+double meta_double(const Checkpoint& ck, const std::string& key, const std::string& path) {
+  const std::string& s = meta_str(ck, key, path);
+  double v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  Y9_CHECK_T(engine::ConfigError, ec == std::errc() && p == s.data() + s.size() && !s.empty() && std::isfinite(v),
+             path, ": checkpoint metadata '", key, "' is not a finite number ('", s.substr(0, 40), "')");
+  return v;
 }
 
 const std::map<std::string, engine::Tensor>& inference_weights(const Checkpoint& ck, const std::string& path) {

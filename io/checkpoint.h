@@ -38,10 +38,20 @@ struct Checkpoint {
 /// Errors: engine::IoError naming the path (directory missing or unwritable, disk full).
 void save_checkpoint(const std::string& path, const Checkpoint& ck);
 
-/// Reads a checkpoint written by save_checkpoint. Tensors whose name has none of the four
-/// prefixes go to `model` unchanged (a bare state_dict file is accepted as model weights).
-/// Errors: engine::IoError (missing, truncated, not safetensors; see io::load_safetensors).
+/// Reads a checkpoint written by save_checkpoint (metadata format = kCkptFormat). Any other
+/// safetensors file (a bare state_dict, a `yolov9 export` file) is read as model weights: every
+/// tensor goes to `model` under its own name ("model.0.conv.weight").
+/// Errors: engine::IoError (missing, a directory, truncated, a PyTorch .pt, not safetensors; see
+/// io::load_safetensors).
 Checkpoint load_checkpoint(const std::string& path);
+
+/// Checked reads of checkpoint metadata, for files that may be damaged or hand-edited. `path`
+/// names the file in messages. meta_int: a decimal integer in [lo, hi]; meta_double: a finite
+/// number; meta_str: present. Errors: engine::ConfigError "<path>: checkpoint metadata '<key>'
+/// is missing" / "is not an integer ('abc')" / "is <v>, outside [lo, hi]".
+int64_t meta_int(const Checkpoint& ck, const std::string& key, const std::string& path, int64_t lo, int64_t hi);
+double meta_double(const Checkpoint& ck, const std::string& key, const std::string& path);
+const std::string& meta_str(const Checkpoint& ck, const std::string& key, const std::string& path);
 
 /// The weights to run inference with, as the official val/detect pick them
 /// (`ckpt.get('ema') or ckpt['model']`): the EMA tensors when present, else the model tensors.

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "engine/error.h"
+#include "io/paths.h"
 
 namespace fs = std::filesystem;
 
@@ -44,9 +45,10 @@ std::string resolve_entry(const std::string& root, const std::string& entry) {
   fs::path p(entry);
   fs::path full = p.is_absolute() ? p : fs::path(root) / p;
   full = full.lexically_normal();
-  if (!fs::exists(full) && entry.rfind("../", 0) == 0) {  // official: retry without a leading ../
+  std::error_code ec;  // the non-throwing forms: a name too long for the OS is just "not there"
+  if (!fs::exists(full, ec) && entry.rfind("../", 0) == 0) {  // official: retry without a leading ../
     fs::path retry = (fs::path(root) / entry.substr(3)).lexically_normal();
-    if (fs::exists(retry)) return retry.string();
+    if (fs::exists(retry, ec)) return retry.string();
   }
   return full.string();
 }
@@ -74,12 +76,22 @@ std::string image_to_label_path(const std::string& image_path) {
 }
 
 namespace {
-DataConfig load_data_yaml_impl(const std::string& yaml_path);
+DataConfig parse_data_yaml_impl(const std::string& text, const std::string& yaml_path);
 }  // namespace
 
 DataConfig load_data_yaml(const std::string& yaml_path) {
+  std::error_code ec;
+  Y9_CHECK_T(engine::IoError, fs::is_regular_file(yaml_path, ec), "data.yaml not found: ", yaml_path);
+  std::ifstream f(yaml_path, std::ios::binary);
+  Y9_CHECK_T(engine::IoError, f.good(), yaml_path, ": cannot read");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return parse_data_yaml(ss.str(), yaml_path);
+}
+
+DataConfig parse_data_yaml(const std::string& text, const std::string& yaml_path) {
   try {
-    return load_data_yaml_impl(yaml_path);
+    return parse_data_yaml_impl(text, yaml_path);
   } catch (const YAML::Exception& e) {
     // A value of the wrong type (nc: 2.5, names: [a, [b]], train: {x: 1}): name the file and the
     // position yaml-cpp reports.
@@ -90,11 +102,10 @@ DataConfig load_data_yaml(const std::string& yaml_path) {
 }
 
 namespace {
-DataConfig load_data_yaml_impl(const std::string& yaml_path) {
-  Y9_CHECK_T(engine::IoError, fs::is_regular_file(yaml_path), "data.yaml not found: ", yaml_path);
+DataConfig parse_data_yaml_impl(const std::string& text, const std::string& yaml_path) {
   YAML::Node y;
   try {
-    y = YAML::LoadFile(yaml_path);
+    y = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     Y9_THROW(engine::IoError, yaml_path, ": not valid YAML: ", e.what());
   }
@@ -151,27 +162,26 @@ DataConfig load_data_yaml_impl(const std::string& yaml_path) {
 }
 }  // namespace
 
-std::vector<std::string> resolve_image_files(const std::vector<std::string>& entries) {
+std::vector<std::string> resolve_image_files(const std::vector<std::string>& entries, std::vector<ListEntry>* missing) {
   std::vector<std::string> files;
   std::ostringstream searched;
   for (const auto& e : entries) {
     searched << " " << e;
     fs::path p(e);
-    if (fs::is_directory(p)) {
+    std::error_code ec;
+    if (fs::is_directory(p, ec)) {
       for (const auto& de : fs::recursive_directory_iterator(p, fs::directory_options::follow_directory_symlink))
         if (de.is_regular_file()) files.push_back(de.path().lexically_normal().string());
-    } else if (fs::is_regular_file(p)) {
-      std::ifstream f(p);
-      fs::path parent = p.parent_path();
-      std::string line;
-      while (std::getline(f, line)) {
-        while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
-        size_t b = 0;
-        while (b < line.size() && std::isspace(static_cast<unsigned char>(line[b]))) ++b;
-        line = line.substr(b);
-        if (line.empty()) continue;
-        if (line.rfind("./", 0) == 0) line = (parent / line.substr(2)).string();
-        files.push_back(fs::path(line).lexically_normal().string());
+    } else if (fs::is_regular_file(p, ec)) {
+      for (ListEntry& le : read_list_file(e)) {
+        if (!le.exists) {
+          if (is_image_file(le.text) && missing) {
+            le.text = e;  // the list file, for the finding
+            missing->push_back(std::move(le));
+          }
+          continue;
+        }
+        files.push_back(le.path);
       }
     } else {
       Y9_THROW(engine::IoError, "dataset path does not exist: ", e);
@@ -182,7 +192,8 @@ std::vector<std::string> resolve_image_files(const std::vector<std::string>& ent
     if (is_image_file(f)) out.push_back(f);
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
-  Y9_CHECK_T(engine::IoError, !out.empty(), "no images found; searched:", searched.str());
+  Y9_CHECK_T(engine::IoError, !out.empty(), "no images found; searched:", searched.str(),
+             missing && !missing->empty() ? " (every listed image is missing)" : "");
   return out;
 }
 

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "io/paths.h"
+
 namespace io {
 
 /// Parsed data.yaml. Paths are absolute and lexically normalised.
@@ -26,12 +28,20 @@ struct DataConfig {
 /// engine::IoError (file missing or not YAML).
 DataConfig load_data_yaml(const std::string& yaml_path);
 
-/// Image files of a split: each entry is a directory (searched recursively) or a .txt list (one
-/// path per line; "./x" is relative to the list's folder, other relative lines to the list's
-/// folder too when they exist there, else to the working directory). Keeps only accepted image
-/// extensions (bmp dng jpeg jpg mpo png tif tiff webp pfm, case-insensitive), sorted, unique.
+/// load_data_yaml on YAML text, as if it were the file `yaml_path` (relative paths resolve
+/// against its folder; the file need not exist). Never crashes on any text (fuzzed in CI:
+/// fuzz/data_yaml_fuzz.cpp). Throws engine::ConfigError or engine::IoError as load_data_yaml.
+DataConfig parse_data_yaml(const std::string& text, const std::string& yaml_path);
+
+/// Image files of a split: each entry is a directory (searched recursively) or a .txt list
+/// (io::read_list_file: one path per line, relative paths against the list's folder, blanks, CR
+/// and a BOM stripped, blank lines skipped). Keeps only accepted image extensions (bmp dng jpeg
+/// jpg mpo png tif tiff webp pfm, case-insensitive), sorted, unique, as absolute paths for list
+/// entries. A listed image that does not exist is skipped and, when `missing` is given, appended
+/// to it (ListEntry::text = the list file, line = its line there).
 /// Throws engine::IoError naming every path searched when an entry is missing or nothing is found.
-std::vector<std::string> resolve_image_files(const std::vector<std::string>& entries);
+std::vector<std::string> resolve_image_files(const std::vector<std::string>& entries,
+                                             std::vector<ListEntry>* missing = nullptr);
 
 /// True when the extension (after the last dot, lower-cased) is an accepted image format.
 bool is_image_file(const std::string& path);

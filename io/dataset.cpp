@@ -19,6 +19,7 @@
 #include "engine/error.h"
 #include "io/data_yaml.h"
 #include "io/image.h"
+#include "io/labels.h"
 
 namespace fs = std::filesystem;
 
@@ -26,7 +27,7 @@ namespace io {
 
 namespace {
 
-constexpr const char* kCacheVersion = "y9-label-cache-1";  // official: 0.6 (NumPy pickle)
+constexpr const char* kCacheVersion = "y9-label-cache-2";  // 2: small images are cached as read  // official: 0.6 (NumPy pickle)
 
 enum Status { kFound = 0, kMissing = 1, kEmpty = 2, kCorrupt = 3 };
 
@@ -63,106 +64,24 @@ Verified verify_one(const std::string& image_path) {
     v.status = kMissing;
     return v;
   }
-  std::ifstream f(v.rec.label_path);
+  std::ifstream f(v.rec.label_path, std::ios::binary);
   if (!f) return corrupt(v.rec.label_path, 0, "cannot read label file");
-  std::vector<std::vector<float>> rows;
-  std::vector<int> lines;
-  std::string line;
-  int ln = 0;
-  while (std::getline(f, line)) {
-    ++ln;
-    std::istringstream is(line);
-    std::vector<float> vals;
-    std::string tok;
-    while (is >> tok) {
-      char* end = nullptr;
-      errno = 0;
-      float x = std::strtof(tok.c_str(), &end);
-      if (end == tok.c_str() || *end != '\0' || !std::isfinite(x))
-        return corrupt(v.rec.label_path, ln, "non-numeric value '" + tok + "'");
-      vals.push_back(x);
-    }
-    if (vals.empty()) continue;
-    rows.push_back(std::move(vals));
-    lines.push_back(ln);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  LabelFile lf = parse_labels(ss.str(), v.rec.label_path);
+  v.findings.insert(v.findings.end(), lf.findings.begin(), lf.findings.end());
+  v.dups = lf.dups;
+  if (lf.status == LabelFile::Status::Corrupt) {
+    v.status = kCorrupt;
+    return v;
   }
-  if (rows.empty()) {
+  if (lf.status == LabelFile::Status::Empty) {
     v.status = kEmpty;
     return v;
   }
-  const bool polygons = std::any_of(rows.begin(), rows.end(), [](const auto& r) { return r.size() > 6; });
-  std::vector<std::array<float, 5>> lb;
-  std::vector<std::vector<float>> segs;
-  if (polygons) {
-    // segments2boxes: class = first value, box = min/max of the (x, y) points, no clipping.
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const auto& r = rows[i];
-      if (r.size() < 3 || (r.size() - 1) % 2 != 0)
-        return corrupt(v.rec.label_path, lines[i],
-                       "polygon row needs an even number (>= 2) of coordinates, got " + std::to_string(r.size() - 1));
-      float x0 = r[1], x1 = r[1], y0 = r[2], y1 = r[2];
-      for (size_t k = 1; k + 1 < r.size(); k += 2) {
-        x0 = std::min(x0, r[k]); x1 = std::max(x1, r[k]);
-        y0 = std::min(y0, r[k + 1]); y1 = std::max(y1, r[k + 1]);
-      }
-      lb.push_back({r[0], (x0 + x1) / 2, (y0 + y1) / 2, x1 - x0, y1 - y0});
-      segs.emplace_back(r.begin() + 1, r.end());
-    }
-    v.findings.push_back({v.rec.label_path, 0,
-                          "polygon (segment) rows converted to boxes (" + std::to_string(rows.size()) + " rows)",
-                          "converted"});
-  } else {
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const auto& r = rows[i];
-      if (r.size() != 5)
-        return corrupt(v.rec.label_path, lines[i],
-                       "labels require 5 columns, " + std::to_string(r.size()) + " columns detected");
-      lb.push_back({r[0], r[1], r[2], r[3], r[4]});
-    }
-  }
-  for (size_t i = 0; i < lb.size(); ++i) {
-    for (int c = 0; c < 5; ++c)
-      if (lb[i][c] < 0)
-        return corrupt(v.rec.label_path, lines[i],
-                       std::string(c == 0 ? "negative class id " : c >= 3 ? "negative box size " : "negative coordinate ") +
-                           fmt_num(lb[i][c]));
-    for (int c = 1; c < 5; ++c)
-      if (lb[i][c] > 1)
-        return corrupt(v.rec.label_path, lines[i],
-                       "non-normalized or out of bounds coordinate " + fmt_num(lb[i][c]) + " > 1");
-  }
-  // np.unique(axis=0, return_index=True): unique rows in lexicographic order, first occurrence.
-  std::vector<size_t> idx(lb.size());
-  std::iota(idx.begin(), idx.end(), 0);
-  std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return lb[a] < lb[b]; });
-  std::vector<size_t> keep;
-  for (size_t k = 0; k < idx.size(); ++k)
-    if (k == 0 || lb[idx[k]] != lb[idx[k - 1]]) keep.push_back(idx[k]);
-  if (keep.size() < lb.size()) {
-    v.dups = static_cast<int64_t>(lb.size() - keep.size());
-    int first_dup_line = 0;
-    for (size_t k = 1; k < idx.size(); ++k)
-      if (lb[idx[k]] == lb[idx[k - 1]]) {
-        int l = lines[std::max(idx[k], idx[k - 1])];
-        first_dup_line = first_dup_line == 0 ? l : std::min(first_dup_line, l);
-      }
-    v.findings.push_back({v.rec.label_path, first_dup_line,
-                          std::to_string(v.dups) + " duplicate label rows removed", "rows removed"});
-    std::vector<std::array<float, 5>> lb2;
-    std::vector<std::vector<float>> segs2;
-    std::vector<int> lines2;
-    for (size_t k : keep) {
-      lb2.push_back(lb[k]);
-      lines2.push_back(lines[k]);
-      if (polygons) segs2.push_back(segs[k]);
-    }
-    lb.swap(lb2);
-    segs.swap(segs2);
-    lines.swap(lines2);
-  }
-  v.rec.labels = std::move(lb);
-  v.rec.label_lines = std::move(lines);
-  v.rec.segments = std::move(segs);
+  v.rec.labels = std::move(lf.labels);
+  v.rec.label_lines = std::move(lf.lines);
+  v.rec.segments = std::move(lf.segments);
   v.status = kFound;
   return v;
 }
@@ -296,7 +215,8 @@ void write_cache(const std::string& path, const std::string& hash, const std::ve
 }  // namespace
 
 std::string label_cache_path(const std::vector<std::string>& entries, const std::vector<std::string>& images) {
-  if (!entries.empty() && fs::is_regular_file(entries.back()))
+  std::error_code ec;
+  if (!entries.empty() && fs::is_regular_file(entries.back(), ec))
     return (fs::path(entries.back()).replace_extension(".cache")).string();
   Y9_CHECK(!images.empty(), "label_cache_path: no images");
   return fs::path(image_to_label_path(images.front())).parent_path().string() + ".cache";
@@ -342,12 +262,18 @@ std::string ScanResult::findings_text(const std::string& prefix) const {
 ScanResult scan_dataset(const std::vector<std::string>& entries, const ScanOptions& opts) {
   ScanResult res;
   res.sources = entries;
-  std::vector<std::string> images = resolve_image_files(entries);
+  std::vector<ListEntry> missing;
+  std::vector<std::string> images = resolve_image_files(entries, &missing);
+  for (const ListEntry& m : missing) {  // official: listed, then corrupt ("No such file")
+    res.stats.corrupt++;
+    res.findings.push_back({m.text, m.line, "listed image " + m.path + " does not exist", "dropped"});
+  }
   std::vector<std::string> label_paths;
   label_paths.reserve(images.size());
   for (const auto& p : images) label_paths.push_back(image_to_label_path(p));
   res.cache_path = label_cache_path(entries, images);
   const std::string hash = files_hash(label_paths, images);
+  res.hash = hash;
 
   std::vector<Verified> items;
   if (opts.use_cache) res.cache_loaded = load_cache(res.cache_path, hash, images.size(), items, res.cache_note);
@@ -366,6 +292,15 @@ ScanResult scan_dataset(const std::vector<std::string>& entries, const ScanOptio
   }
 
   for (auto& v : items) {
+    if (v.status != kCorrupt && opts.min_image_px > 0 &&
+        (v.rec.width < opts.min_image_px || v.rec.height < opts.min_image_px)) {
+      v.status = kCorrupt;  // official: checked before the labels, the only finding of the image
+      v.dups = 0;
+      v.findings = {{v.rec.image_path, 0,
+                     "image size " + std::to_string(v.rec.width) + "x" + std::to_string(v.rec.height) + " <" +
+                         std::to_string(opts.min_image_px) + " pixels",
+                     "dropped"}};
+    }
     switch (v.status) {
       case kFound: res.stats.found++; break;
       case kMissing: res.stats.missing++; break;

@@ -8,15 +8,9 @@
 #include <string>
 #include <vector>
 
-namespace io {
+#include "io/labels.h"
 
-/// One rejected or corrected file. `line` is 1-based, 0 when the finding concerns the whole file.
-struct Finding {
-  std::string file;    ///< absolute path of the image or label file
-  int line = 0;
-  std::string reason;
-  std::string action;  ///< "dropped" (image excluded), "rows removed", "converted", "refuse" (training refused)
-};
+namespace io {
 
 /// One usable image with its validated labels.
 struct ImageRecord {
@@ -44,6 +38,9 @@ struct ScanOptions {
   int nc = 0;               ///< number of classes; > 0 checks class ids (out of range -> "refuse")
   int min_items = 0;        ///< > 0: drop images with fewer labels (--min-items)
   bool single_cls = false;  ///< set every class to 0 (--single-cls)
+  /// Images with a side shorter than this are dropped as corrupt (the official rule is 10 px).
+  /// Validation scans pass 0: letterbox handles any size, and no validation image is lost.
+  int min_image_px = 10;
   bool use_cache = true;    ///< read/write the label cache (false: scan in memory only)
   int threads = 0;          ///< scan threads; 0 = hardware concurrency
   std::string prefix;       ///< log prefix for the summary line, e.g. "train: "
@@ -55,6 +52,7 @@ struct ScanResult {
   SplitStats stats;
   std::vector<Finding> findings;      ///< each rejected/corrected file once
   std::string cache_path;
+  std::string hash;                   ///< label-cache hash: paths, sizes and mtimes of every image and label file
   bool cache_loaded = false;          ///< results came from a valid cache
   std::string cache_note;             ///< why the cache was rebuilt or not written (empty if fine)
   bool class_out_of_range = false;

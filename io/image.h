@@ -11,7 +11,7 @@ namespace io {
 
 /// Result of checking one image file.
 struct ImageProbe {
-  bool ok = false;         ///< decodable, >= 10x10, not truncated
+  bool ok = false;         ///< decodable, not truncated (any size; see ScanOptions::min_image_px)
   std::string reason;      ///< why not ok (names the problem, not the path)
   int width = 0;           ///< pixels after EXIF orientation
   int height = 0;
@@ -23,8 +23,8 @@ struct ImageProbe {
 cv::Mat read_image_bgr(const std::string& path);
 
 /// Decodes `path` fully and checks it like the official scan: non-empty file, decodable by
-/// OpenCV, width > 9 and height > 9 after EXIF orientation, and for JPEG the last two bytes
-/// must be FF D9. A JPEG without its end marker is rejected (the official code rewrites it in
+/// OpenCV, and for JPEG the last two bytes must be FF D9. The size (after EXIF orientation) is
+/// reported; the official "< 10 pixels" rule is applied by io::scan_dataset. A JPEG without its end marker is rejected (the official code rewrites it in
 /// place; we never write to a dataset). Never throws for bad files (see `reason`).
 ImageProbe probe_image(const std::string& path);
 

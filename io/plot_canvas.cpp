@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include "engine/error.h"
+#include "io/atomic_file.h"
 
 namespace io::plot {
 
@@ -429,13 +430,17 @@ void write_image(const std::string& path, const cv::Mat& img) {
   if (p.has_parent_path() && !std::filesystem::is_directory(p.parent_path(), ec))
     Y9_THROW(engine::IoError, "cannot write image ", path, ": directory ", p.parent_path().string(),
              " does not exist");
+  // Encode in memory, then replace the file atomically: a full disk is reported with its reason
+  // ("No space left on device") and never leaves a torn image.
+  std::vector<unsigned char> buf;
   bool ok = false;
   try {
-    ok = cv::imwrite(path, img);
+    ok = cv::imencode(p.extension().string(), img, buf);
   } catch (const cv::Exception& e) {
-    Y9_THROW(engine::IoError, "cannot write image ", path, ": ", e.what());
+    Y9_THROW(engine::IoError, "cannot write image ", path, ": ", e.err, " (unsupported extension?)");
   }
-  Y9_CHECK_T(engine::IoError, ok, "cannot write image ", path, " (unsupported extension or unwritable file)");
+  Y9_CHECK_T(engine::IoError, ok, "cannot write image ", path, " (unsupported extension)");
+  write_file_atomic(path, std::string(buf.begin(), buf.end()));
 }
 
 }  // namespace io::plot

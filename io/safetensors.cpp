@@ -2,9 +2,9 @@
 // stores little-endian data and every target (x86-64, aarch64) is little-endian.
 #include "io/safetensors.h"
 
-#include <unistd.h>
-
+#include <algorithm>
 #include <bit>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/autograd.h"
+#include "io/atomic_file.h"
 
 static_assert(std::endian::native == std::endian::little, "safetensors I/O assumes a little-endian host");
 
@@ -27,8 +28,13 @@ namespace {
 #define Y9_IO_FAIL(path, ...) Y9_THROW(engine::IoError, "safetensors '", path, "': ", __VA_ARGS__)
 
 std::vector<char> read_all(const std::string& path) {
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(st)) Y9_IO_FAIL(path, "file not found");
+  if (std::filesystem::is_directory(st)) Y9_IO_FAIL(path, "is a directory, not a weights file");
+  if (!std::filesystem::is_regular_file(st)) Y9_IO_FAIL(path, "is not a regular file");
   std::ifstream f(path, std::ios::binary | std::ios::ate);
-  if (!f) Y9_IO_FAIL(path, "cannot open file for reading");
+  if (!f) Y9_IO_FAIL(path, "cannot open file for reading: ", std::strerror(errno));
   std::streamsize size = f.tellg();
   if (size < 0) Y9_IO_FAIL(path, "cannot determine file size");
   std::vector<char> buf(static_cast<size_t>(size));
@@ -37,27 +43,45 @@ std::vector<char> read_all(const std::string& path) {
   return buf;
 }
 
+// torch.save writes a zip archive ("PK\x03\x04"); the legacy format and plain pickles start with
+// the pickle PROTO opcode 0x80 and a protocol number. A safetensors header starts with '{' at 8.
+const char* pytorch_kind(const char* d, size_t n) {
+  if (n >= 9 && d[8] == '{') return nullptr;
+  if (n >= 4 && std::memcmp(d, "PK\x03\x04", 4) == 0) return "a zip archive as torch.save writes";
+  if (n >= 2 && static_cast<unsigned char>(d[0]) == 0x80 && d[1] >= 2 && d[1] <= 5)
+    return "a Python pickle (legacy torch.save format)";
+  return nullptr;
+}
+
 }  // namespace
 
 // --- load ---------------------------------------------------------------------------------------
 
 SafetensorsData load_safetensors(const std::string& path) {
   std::vector<char> buf = read_all(path);
-  if (buf.size() < 8) Y9_IO_FAIL(path, "truncated: ", buf.size(), " bytes, need at least 8 for the header length");
+  return parse_safetensors(buf.data(), buf.size(), path);
+}
+
+SafetensorsData parse_safetensors(const char* bytes, size_t size, const std::string& path) {
+  if (const char* kind = pytorch_kind(bytes, size))
+    Y9_IO_FAIL(path, "this is a PyTorch checkpoint (", kind,
+               "), not a safetensors file; PyTorch .pt weights are not supported yet. Convert it with the official "
+               "code: safetensors.torch.save_file(ckpt['model'].float().state_dict(), 'weights.safetensors')");
+  if (size < 8) Y9_IO_FAIL(path, "truncated: ", size, " bytes, need at least 8 for the header length");
   uint64_t header_len = 0;
-  std::memcpy(&header_len, buf.data(), 8);
-  if (header_len > buf.size() - 8)
-    Y9_IO_FAIL(path, "truncated: header length ", header_len, " exceeds the ", buf.size() - 8,
+  std::memcpy(&header_len, bytes, 8);
+  if (header_len > size - 8)
+    Y9_IO_FAIL(path, "truncated: header length ", header_len, " exceeds the ", size - 8,
                " bytes after the length field");
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(buf.begin() + 8, buf.begin() + 8 + static_cast<std::ptrdiff_t>(header_len));
+    header = nlohmann::json::parse(bytes + 8, bytes + 8 + header_len);
   } catch (const nlohmann::json::exception& e) {
     Y9_IO_FAIL(path, "bad header: not valid JSON (", e.what(), ")");
   }
   if (!header.is_object()) Y9_IO_FAIL(path, "bad header: top level is not a JSON object");
-  const char* data = buf.data() + 8 + header_len;
-  const uint64_t data_size = buf.size() - 8 - header_len;
+  const char* data = bytes + 8 + header_len;
+  const uint64_t data_size = size - 8 - header_len;
 
   SafetensorsData out;
   for (auto it = header.begin(); it != header.end(); ++it) {
@@ -83,16 +107,18 @@ SafetensorsData load_safetensors(const std::string& path) {
     }
     const auto& js = v["shape"];
     if (!js.is_array()) Y9_IO_FAIL(path, "bad header: shape of '", name, "' is not an array");
+    if (js.size() > 8) Y9_IO_FAIL(path, "bad header: shape of '", name, "' has ", js.size(), " dimensions (at most 8)");
     engine::Shape shape;
-    uint64_t numel = 1;
+    uint64_t numel = 1, extent = 1;  // extent: product of max(size, 1), which bounds every stride
     for (const auto& d : js) {
       if (!d.is_number_integer() || d.get<int64_t>() < 0)
         Y9_IO_FAIL(path, "bad header: shape of '", name, "' has a non-integer or negative size");
-      const auto s = d.get<int64_t>();
-      if (s != 0 && numel > std::numeric_limits<uint64_t>::max() / static_cast<uint64_t>(s))
-        Y9_IO_FAIL(path, "bad header: shape of '", name, "' overflows");
-      numel *= static_cast<uint64_t>(s);
-      shape.push_back(s);
+      const auto s = static_cast<uint64_t>(d.get<int64_t>());
+      if (s > (uint64_t{1} << 48) || extent * std::max<uint64_t>(s, 1) > (uint64_t{1} << 48))
+        Y9_IO_FAIL(path, "bad header: shape of '", name, "' is too large");
+      extent *= std::max<uint64_t>(s, 1);
+      numel *= s;
+      shape.push_back(static_cast<int64_t>(s));
     }
     const auto& jo = v["data_offsets"];
     if (!jo.is_array() || jo.size() != 2 || !jo[0].is_number_unsigned() || !jo[1].is_number_unsigned())
@@ -133,33 +159,19 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
     host.push_back(std::move(h));
   }
   if (!metadata.empty()) header["__metadata__"] = metadata;
-  std::string hs = header.dump();
+  // Metadata is arbitrary text (a model YAML saved in Latin-1): replace invalid UTF-8, never throw.
+  std::string hs = header.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   while (hs.size() % 8 != 0) hs.push_back(' ');
 
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) Y9_IO_FAIL(path, "cannot open temporary file '", tmp, "' for writing");
-    const uint64_t len = hs.size();
-    f.write(reinterpret_cast<const char*>(&len), 8);
-    f.write(hs.data(), static_cast<std::streamsize>(hs.size()));
-    for (const Tensor& h : host) {
-      const auto nbytes = static_cast<std::streamsize>(h.numel() * static_cast<int64_t>(engine::dtype_size(h.dtype())));
-      if (nbytes > 0) f.write(static_cast<const char*>(h.data_ptr()), nbytes);
-    }
-    f.flush();
-    if (!f) {
-      f.close();
-      std::remove(tmp.c_str());
-      Y9_IO_FAIL(path, "write to temporary file '", tmp, "' failed");
-    }
+  AtomicFile f(path);
+  const uint64_t len = hs.size();
+  f.write(&len, 8);
+  f.write(hs.data(), hs.size());
+  for (const Tensor& h : host) {
+    const size_t nbytes = static_cast<size_t>(h.numel()) * engine::dtype_size(h.dtype());
+    if (nbytes > 0) f.write(h.data_ptr(), nbytes);
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    Y9_IO_FAIL(path, "cannot rename '", tmp, "' to the target: ", ec.message());
-  }
+  f.commit();
 }
 
 }  // namespace io

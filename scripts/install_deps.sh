@@ -10,6 +10,7 @@ PKGS=(
   libyaml-cpp-dev libopencv-dev libjpeg-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin
+  clang libclang-rt-14-dev  # scripts/fuzz.sh: libFuzzer, ASan, UBSan
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -95,29 +95,37 @@ void save_crop(const cv::Mat& im, const float* xyxy, const fs::path& file) {
 
 // ---------------------------------------------------------------------------------------------
 
-std::vector<SourceFile> list_sources(const std::string& source) {
-  std::vector<std::string> entries;
-  if (lower_ext(source) == "txt" && fs::is_regular_file(source)) {
-    std::ifstream f(source);
-    Y9_CHECK_T(engine::IoError, f.good(), "cannot read source list ", source);
-    std::string tok;
-    while (f >> tok) entries.push_back(tok);
-  } else {
-    entries.push_back(source);
-  }
+std::vector<SourceFile> list_sources(const std::string& source, std::vector<std::string>* skipped) {
   std::vector<std::string> files;
-  for (const auto& e : entries) {
+  auto add_entry = [&](const std::string& e) {
     if (e.find('*') != std::string::npos) {
       auto g = glob_sorted(e);
       files.insert(files.end(), g.begin(), g.end());
     } else if (fs::is_directory(e)) {
       auto g = glob_sorted((fs::path(e) / "*.*").string());
       files.insert(files.end(), g.begin(), g.end());
-    } else if (fs::exists(e)) {
-      files.push_back(e);
     } else {
-      Y9_THROW(engine::IoError, e, " does not exist");
+      files.push_back(e);
     }
+  };
+  if (lower_ext(source) == "txt" && fs::is_regular_file(source)) {
+    // One entry per line, relative to the list's folder (io::read_list_file). Deviation: the
+    // official LoadImages splits the file on whitespace, resolves against the working directory
+    // and stops at the first missing entry; we skip it with a warning naming the list and line.
+    for (const io::ListEntry& le : io::read_list_file(source)) {
+      if (le.exists || le.text.find('*') != std::string::npos) {
+        add_entry(le.path);
+        continue;
+      }
+      const std::string msg = source + ":" + std::to_string(le.line) + ": " + le.text + " does not exist (" + le.path +
+                              "); skipped";
+      if (skipped) skipped->push_back(msg);
+      else std::fprintf(stderr, "detect: WARNING %s\n", msg.c_str());
+    }
+  } else {
+    Y9_CHECK_T(engine::IoError, source.find('*') != std::string::npos || fs::exists(source), "--source ", source,
+               " does not exist");
+    add_entry(source);
   }
   std::vector<SourceFile> out;
   for (const auto& f : files) {
@@ -190,7 +198,18 @@ class DetectRun {
       fail(tag + ": cannot read image (" + e.message() + "); skipped");
       return;
     }
-    process(im0, src.path, tag + ": ", p.stem().string());
+    // One bad image (a size the model cannot take, an OpenCV failure) must not stop the run.
+    try {
+      process(im0, src.path, tag + ": ", p.stem().string());
+    } catch (const engine::IoError&) {
+      throw;  // an output that cannot be written: every later image would fail the same way
+    } catch (const engine::Error& e) {
+      fail(tag + ": " + e.message() + "; skipped");
+      return;
+    } catch (const cv::Exception& e) {
+      fail(tag + ": OpenCV failed on this image (" + e.err + "); skipped");
+      return;
+    }
     if (save_img_) {
       const std::string out = (dir_ / p.filename()).string();
       Y9_CHECK_T(engine::IoError, cv::imwrite(out, im0), "cannot write ", out);
@@ -218,9 +237,18 @@ class DetectRun {
       cv::Mat im0;
       if (!cap.retrieve(im0) || im0.empty()) break;
       ++frame;
-      process(im0, src.path,
-              tag + " (" + std::to_string(frame) + "/" + std::to_string(frames) + ") " + src.path + ": ",
-              p.stem().string() + "_" + std::to_string(frame));
+      const std::string ftag = tag + " (" + std::to_string(frame) + "/" + std::to_string(frames) + ") " + src.path;
+      try {
+        process(im0, src.path, ftag + ": ", p.stem().string() + "_" + std::to_string(frame));
+      } catch (const engine::IoError&) {
+        throw;
+      } catch (const engine::Error& e) {
+        fail(ftag + ": " + e.message() + "; rest of the video skipped");
+        return;
+      } catch (const cv::Exception& e) {
+        fail(ftag + ": OpenCV failed on this frame (" + e.err + "); rest of the video skipped");
+        return;
+      }
       if (save_img_) {
         if (!writer.isOpened()) {
           writer.open(out, cv::VideoWriter::fourcc('m', 'p', '4', 'v'), fps, im0.size());
@@ -236,6 +264,9 @@ class DetectRun {
       fail(tag + " " + src.path + ": frame " + std::to_string(frame + 1) + " of " + std::to_string(frames) +
            " unreadable; rest of the video skipped");
   }
+
+  /// A source entry that could not be listed (a missing file in a .txt list): reported, counted.
+  void skip(const std::string& msg) { fail(msg); }
 
   DetectSummary finish() {
     const double seen = std::max<double>(1.0, static_cast<double>(sum_.images));
@@ -378,8 +409,11 @@ class DetectRun {
 }  // namespace
 
 DetectSummary run_detect(const Predictor& predictor, const std::string& source, const DetectOptions& o) {
-  const std::vector<SourceFile> srcs = list_sources(source);
+  Y9_CHECK_T(engine::ConfigError, o.imgsz > 0, "detect: --img must be a positive number of pixels, got ", o.imgsz);
+  std::vector<std::string> skipped;
+  const std::vector<SourceFile> srcs = list_sources(source, &skipped);
   DetectRun run(predictor, o);
+  for (const auto& msg : skipped) run.skip(msg);
   const int64_t nf = static_cast<int64_t>(srcs.size());
   int64_t count = 0;
   for (const auto& src : srcs) {

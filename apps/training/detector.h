@@ -19,11 +19,15 @@ struct SourceFile {
 };
 
 /// Official LoadImages source listing: `source` is a file, a folder (its files "*.*", sorted), a
-/// glob pattern (sorted matches) or a .txt file listing any of those, one per line. Files are
-/// kept when their extension is an image (bmp dng jpeg jpg mpo png tif tiff webp pfm) or video
-/// format (asf avi gif m4v mkv mov mp4 mpeg mpg ts wmv), case-insensitive.
-/// Throws engine::IoError naming the path when an entry does not exist or nothing usable is found.
-std::vector<SourceFile> list_sources(const std::string& source);
+/// glob pattern (sorted matches) or a .txt file listing any of those, one per line
+/// (io::read_list_file: relative entries against the list's folder, blanks and CR stripped,
+/// blank lines skipped). Files are kept when their extension is an image (bmp dng jpeg jpg mpo
+/// png tif tiff webp pfm) or video format (asf avi gif m4v mkv mov mp4 mpeg mpg ts wmv),
+/// case-insensitive. A list entry that does not exist is skipped with a message
+/// "<list>:<line>: <entry> does not exist (<path>); skipped", appended to `skipped` (printed to
+/// stderr when null). Throws engine::IoError naming the path when `source` itself does not
+/// exist or nothing usable is found.
+std::vector<SourceFile> list_sources(const std::string& source, std::vector<std::string>* skipped = nullptr);
 
 /// Options of run_detect (official detect_dual.py run() arguments).
 struct DetectOptions {
@@ -62,9 +66,9 @@ void box_label(cv::Mat& im, float x1, float y1, float x2, float y2, const std::s
 /// Official colors(i, bgr=True): the 20-entry palette (FF3838, FF9D97, ...) cycled by class index.
 cv::Scalar class_color_bgr(int64_t c);
 
-/// The official detect loop over list_sources(source). An unreadable image or video, or a frame
-/// that fails to decode, is reported (stderr and DetectSummary::errors, naming the path) and
-/// skipped; the rest is still processed. Throws engine::IoError from list_sources or when an
+/// The official detect loop over list_sources(source). A missing list entry, an unreadable image
+/// or video, a frame that fails to decode, or an image the model cannot process is reported
+/// (stderr and DetectSummary::errors, naming the path) and skipped; the rest is still processed. Throws engine::IoError from list_sources or when an
 /// output cannot be written; engine::Error from the predictor or NMS.
 DetectSummary run_detect(const Predictor& predictor, const std::string& source, const DetectOptions& opts);
 

@@ -180,6 +180,7 @@ std::shared_ptr<io::AugmentedDataset> make_val_dataset(const std::vector<std::st
   so.nc = nc;
   so.single_cls = single_cls;
   so.min_items = min_items;
+  so.min_image_px = 0;  // Deviation: the official scan drops images under 10 px here too; letterbox handles them
   so.prefix = prefix;
   io::ScanResult scan = io::scan_dataset(entries, so);
   if (!prefix.empty()) {

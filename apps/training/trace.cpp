@@ -2,10 +2,9 @@
 #include "apps/training/trace.h"
 
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 
 #include "engine/error.h"
+#include "io/atomic_file.h"
 
 namespace training {
 
@@ -43,16 +42,7 @@ void Tracer::write(const std::string& path) const {
     std::lock_guard<std::mutex> lock(mu_);
     doc = {{"traceEvents", events_}, {"displayTimeUnit", "ms"}};
   }
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp);
-    Y9_CHECK_T(engine::IoError, f.good(), "--trace: cannot write ", tmp);
-    f << doc.dump() << "\n";
-    Y9_CHECK_T(engine::IoError, f.good(), "--trace: writing ", tmp, " failed");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  Y9_CHECK_T(engine::IoError, !ec, "--trace: cannot rename ", tmp, " to ", path, ": ", ec.message());
+  io::write_file_atomic(path, doc.dump() + "\n");  // errors name `path` and strerror
 }
 
 }  // namespace training

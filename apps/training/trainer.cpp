@@ -31,6 +31,7 @@
 #include "engine/allocator.h"
 #include "engine/autograd.h"
 #include "engine/error.h"
+#include "io/atomic_file.h"
 #include "io/data_yaml.h"
 #include "io/grad_norm_log.h"
 #include "io/paths.h"
@@ -62,9 +63,17 @@ nlohmann::ordered_json options_to_json(const TrainOptions& o) {
 }
 
 TrainOptions options_from_json(const nlohmann::json& j) {
+  Y9_CHECK_T(engine::ConfigError, j.is_object(), "training options: expected a JSON object, got ", j.type_name());
   TrainOptions o;
-#define Y9_R(f) \
-  if (j.contains(#f)) j.at(#f).get_to(o.f);
+#define Y9_R(f)                                                                                              \
+  if (j.contains(#f)) {                                                                                      \
+    try {                                                                                                    \
+      j.at(#f).get_to(o.f);                                                                                  \
+    } catch (const nlohmann::json::exception&) {                                                             \
+      Y9_THROW(engine::ConfigError, "training option '", #f, "' has the wrong type (", j.at(#f).type_name(), \
+               " ", j.at(#f).dump().substr(0, 40), ")");                                                     \
+    }                                                                                                        \
+  }
   Y9_TRAIN_FIELDS(Y9_R)
 #undef Y9_R
   return o;
@@ -93,9 +102,35 @@ constexpr double kClipMaxNorm = 10.0;  // train_dual.py: clip_grad_norm_(model.p
 // --- small helpers -----------------------------------------------------------------------------------
 
 volatile std::sig_atomic_t g_signal = 0;
+// How the handler speaks (set once in setup_distributed, before any handler is installed): the
+// ranks other than 0 of a data-parallel run say nothing (rank 0 speaks for the run); under mpirun
+// the message says what mpirun does to a Ctrl-C.
+bool g_stop_quiet = false;
+bool g_stop_under_mpirun = false;
+// The first SIGINT/SIGTERM/SIGUSR1 asks for a clean stop (checkpoint, then exit 128 + signal); a
+// second one kills at once: back to the default action and re-raised (both async-signal-safe).
+// The signal stays blocked until the handler returns, then the default action ends the process.
+// SIGUSR1 is the stop that survives mpirun: mpirun forwards it to every rank, while a Ctrl-C makes
+// it send SIGTERM and, 1 s later (odls_base_sigkill_timeout), SIGKILL.
 extern "C" void on_stop_signal(int sig) {
-  if (g_signal != 0) std::signal(sig, SIG_DFL);  // a second Ctrl-C kills at once
+  if (g_signal != 0) {
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+    return;
+  }
   g_signal = sig;
+  if (g_stop_quiet) return;
+  static const char kMsg[] = "\nyolov9: stopping after this batch, saving weights/last.safetensors (press Ctrl-C "
+                             "again to kill at once)\n";
+  static const char kMsgMpirun[] =
+      "\nyolov9: stopping after this batch, saving weights/last.safetensors. Under mpirun a Ctrl-C gives the ranks "
+      "about 1 s before SIGKILL (mpirun --mca odls_base_sigkill_timeout): if the batch and the save do not fit in it, "
+      "--resume continues from the last checkpoint. To stop an mpirun run with a checkpoint of this batch, send "
+      "SIGUSR1 to mpirun (kill -USR1 <mpirun pid>): it forwards it to every rank\n";
+  const bool mpirun_kill = g_stop_under_mpirun && sig != SIGUSR1;
+  const ssize_t n = mpirun_kill ? ::write(STDERR_FILENO, kMsgMpirun, sizeof kMsgMpirun - 1)
+                                : ::write(STDERR_FILENO, kMsg, sizeof kMsg - 1);  // write(2) is async-signal-safe
+  (void)n;
 }
 
 void emit_json(YAML::Emitter& e, const nlohmann::ordered_json& j) {
@@ -123,12 +158,16 @@ void emit_json(YAML::Emitter& e, const nlohmann::ordered_json& j) {
   }
 }
 
-void write_text(const fs::path& p, const std::string& s) {
-  std::ofstream f(p);
-  f << s;
-  f.flush();
-  Y9_CHECK_T(engine::IoError, f.good(), "cannot write ", p.string(), ": ", std::strerror(errno));
+/// The whole text of `p`. Errors: engine::IoError naming `what` and the path.
+std::string read_text(const fs::path& p, const char* what) {
+  std::ifstream f(p, std::ios::binary);
+  Y9_CHECK_T(engine::IoError, f.good(), what, " ", p.string(), ": cannot read: ", std::strerror(errno));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
 }
+
+void write_text(const fs::path& p, const std::string& s) { io::write_file_atomic(p.string(), s); }
 
 void write_yaml(const fs::path& p, const nlohmann::ordered_json& j) {
   YAML::Emitter e;
@@ -137,20 +176,45 @@ void write_yaml(const fs::path& p, const nlohmann::ordered_json& j) {
   write_text(p, std::string(e.c_str()) + "\n");
 }
 
-/// Newest last.safetensors under `root` (official get_latest_run: the most recent last*.pt).
+/// The run bare `--resume` continues: the newest run folder under `root` (a folder holding
+/// opt.yaml; its age is the newest of opt.yaml, weights/last.safetensors and results.csv).
+/// Deviation: the official get_latest_run takes the newest last*.pt anywhere, so a run killed
+/// before its first checkpoint silently resumes an older run; we refuse and say so.
 std::string latest_run(const std::string& root) {
-  std::string best;
+  fs::path best;
   fs::file_time_type best_t{};
   std::error_code ec;
   if (fs::is_directory(root, ec))
-    for (auto it = fs::recursive_directory_iterator(root, ec); it != fs::recursive_directory_iterator(); ++it)
-      if (it->path().filename() == "last.safetensors") {
-        auto t = fs::last_write_time(it->path(), ec);
-        if (best.empty() || t > best_t) best = it->path().string(), best_t = t;
+    for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec)) {
+      if (it->path().filename() != "opt.yaml") continue;
+      const fs::path dir = it->path().parent_path();
+      fs::file_time_type t = fs::last_write_time(it->path(), ec);
+      for (const fs::path& f : {dir / "weights" / "last.safetensors", dir / "results.csv"}) {
+        std::error_code e2;
+        const auto tf = fs::last_write_time(f, e2);
+        if (!e2 && tf > t) t = tf;
       }
-  Y9_CHECK_T(engine::IoError, !best.empty(), "--resume: no weights/last.safetensors found under '", root,
+      if (best.empty() || t > best_t) best = dir, best_t = t;
+    }
+  Y9_CHECK_T(engine::IoError, !best.empty(), "--resume: no training run (a folder with opt.yaml) found under '", root,
              "'; pass the checkpoint path: --resume runs/train/exp/weights/last.safetensors");
-  return best;
+  const fs::path last = best / "weights" / "last.safetensors";
+  Y9_CHECK_T(engine::ConfigError, fs::is_regular_file(last, ec), "--resume: the newest run ", best.string(),
+             " has no checkpoint (", last.string(),
+             " is missing: it stopped before its first save), so there is nothing to resume. Start it again, or "
+             "name the run to resume: --resume <run>/weights/last.safetensors");
+  std::printf("--resume: the newest run is %s\n", best.string().c_str());
+  return last.string();
+}
+
+/// Checkpoint metadata `key` parsed as JSON. Errors: engine::ConfigError naming the file and key.
+nlohmann::json meta_json(const io::Checkpoint& ck, const std::string& key, const std::string& path) {
+  const std::string& text = io::meta_str(ck, key, path);
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  Y9_CHECK_T(engine::ConfigError, !j.is_discarded(), path, ": checkpoint metadata '", key, "' is not valid JSON ('",
+             text.substr(0, 40), "')");
+  return j;
 }
 
 std::string iso_now() {
@@ -211,7 +275,11 @@ Trainer::Trainer(TrainOptions o, bool resume) : o_(std::move(o)), resume_(resume
 void Trainer::end_world_on_error(const std::exception& e) {
   if (!dp_ || dp_->world_size() == 1) return;
   std::fflush(stdout);
-  std::fprintf(stderr, "yolov9: rank %d/%d: error: %s\n", dp_->rank(), dp_->world_size(), e.what());
+  // As apps/main.cpp: what is wrong with which input; the check and its source location only with
+  // Y9_DEBUG=1.
+  const auto* ee = dynamic_cast<const engine::Error*>(&e);
+  std::fprintf(stderr, "yolov9: rank %d/%d: error: %s\n", dp_->rank(), dp_->world_size(),
+               ee && !engine::debug_messages() ? ee->message().c_str() : e.what());
   std::fflush(stderr);
   dp_->abort(1);
 }
@@ -224,6 +292,8 @@ void Trainer::setup_distributed() {
   dp_ = dist::DataParallel::from_launcher();
   if (!dp_) return;
   main_ = dp_->is_main();
+  g_stop_quiet = !main_;
+  g_stop_under_mpirun = std::string(dp_->comm().backend()) == "mpi";
   if (!main_) {
     std::fflush(stdout);
     if (!std::freopen("/dev/null", "w", stdout)) std::fprintf(stderr, "rank %d: cannot silence stdout\n", dp_->rank());
@@ -243,19 +313,55 @@ void Trainer::setup_resume() {
   rck_ = io::load_checkpoint(resume_path_);
   Y9_CHECK_T(engine::ConfigError, rck_.meta.count("opt") && !rck_.optim.empty(), resume_path_,
              ": not a resumable training checkpoint (no options or optimizer state)");
-  Y9_CHECK_T(engine::ConfigError, rck_.meta["finished"] != "1", resume_path_,
-             ": training of this run is complete (", std::stoll(rck_.meta["epoch"]) + 1,
-             " epochs); nothing to resume. Start a new run with --weights ", resume_path_, " to fine-tune.");
-  TrainOptions saved = options_from_json(nlohmann::json::parse(rck_.meta.at("opt")));
+  const int64_t done = io::meta_int(rck_, "epoch", resume_path_, -1, kMaxEpochs);
+  const bool finished = io::meta_str(rck_, "finished", resume_path_) == "1";
+  TrainOptions saved;
+  const nlohmann::json oj = meta_json(rck_, "opt", resume_path_);
+  try {
+    saved = options_from_json(oj);
+  } catch (const engine::ConfigError& e) {
+    Y9_THROW(engine::ConfigError, resume_path_, ": checkpoint metadata 'opt': ", e.message());
+  }
   saved.stop_after_batches = o_.stop_after_batches;
   saved.resume = resume_path_;
   o_ = saved;
-  save_dir_ = fs::path(resume_path_).parent_path().parent_path();
-  std::printf("Resuming training from %s\n", resume_path_.c_str());
+  // The run folder recorded in the checkpoint (opt save_dir), wherever the checkpoint file now is
+  // (--resume loose/ck.safetensors continues the run it came from). When that folder is gone (the
+  // run was moved), the folder around <run>/weights/last.safetensors is taken.
+  const fs::path ck_dir = fs::absolute(resume_path_).parent_path();
+  const fs::path around = ck_dir.filename() == "weights" ? ck_dir.parent_path() : fs::path();
+  std::error_code ec;
+  if (!o_.save_dir.empty() && fs::is_directory(o_.save_dir, ec)) {
+    save_dir_ = o_.save_dir;
+  } else if (!around.empty()) {
+    if (!o_.save_dir.empty())
+      std::printf("notice: the run folder recorded in the checkpoint (%s) no longer exists; continuing in %s\n",
+                  o_.save_dir.c_str(), around.string().c_str());
+    save_dir_ = around;
+  } else {
+    Y9_CHECK_T(engine::ConfigError, !o_.save_dir.empty(), resume_path_,
+               ": the checkpoint records no run folder (opt save_dir); put it at <run>/weights/last.safetensors");
+    save_dir_ = o_.save_dir;
+  }
+  if (finished) {
+    // A crash after the final checkpoint may have cost results.csv its last row: put it back.
+    auto csv = rck_.meta.find("results_csv");
+    const fs::path file = save_dir_ / "results.csv";
+    std::error_code e2;
+    if (main_ && csv != rck_.meta.end() && fs::is_directory(save_dir_, e2) &&
+        (!fs::is_regular_file(file, e2) || read_text(file, "results file") != csv->second)) {
+      io::write_file_atomic(file.string(), csv->second);
+      std::printf("%s: restored from %s\n", file.string().c_str(), resume_path_.c_str());
+    }
+    Y9_THROW(engine::ConfigError, resume_path_, ": training of this run is complete (", done + 1,
+             " epochs); nothing to resume. Start a new run with --weights ", resume_path_, " to fine-tune.");
+  }
+  std::printf("Resuming training from %s in run folder %s\n", resume_path_.c_str(), save_dir_.string().c_str());
 }
 
 // Flags that do nothing here, and option checks.
 void Trainer::setup_notices() {
+  o_.device = check_device_option(o_.device);
   const TrainOptions& o = o_;
   if (o.noautoanchor) notice("--noautoanchor", "has no effect (anchor-free heads; same as the official code)");
   if (o.evolve) notice("--evolve", "hyper-parameter evolution is not implemented; training once with the given hyp");
@@ -272,20 +378,41 @@ void Trainer::setup_notices() {
   if (o.label_smoothing != 0.0) notice("--label-smoothing", "has no effect with the TAL loss (as officially)");
   if (!o.device.empty() && o.device != "cpu")
     notice("--device", "CUDA training is not wired into `yolov9 train` yet; training on the CPU");
-  Y9_CHECK_T(engine::ConfigError, o.epochs > 0, "--epochs must be > 0 (got ", o.epochs, ")");
+  Y9_CHECK_T(engine::ConfigError, o.epochs > 0 && o.epochs <= kMaxEpochs, "--epochs must be in 1..", kMaxEpochs,
+             " (got ", o.epochs, ")");
   Y9_CHECK_T(engine::ConfigError, o.batch_size > 0, "--batch-size must be > 0 (AutoBatch -1 needs CUDA; got ",
              o.batch_size, ")");
+  Y9_CHECK_T(engine::ConfigError, o.batch_size <= kMaxBatchSize, "--batch-size must be at most ", kMaxBatchSize,
+             " (got ", o.batch_size, ")");
+  Y9_CHECK_T(engine::ConfigError, o.imgsz > 0 && o.imgsz <= kMaxImgSize, "--img must be in 1..", kMaxImgSize,
+             " pixels (got ", o.imgsz, ")");
+  Y9_CHECK_T(engine::ConfigError, o.close_mosaic >= 0 && o.close_mosaic <= kMaxEpochs,
+             "--close-mosaic must be in 0..", kMaxEpochs, " (got ", o.close_mosaic, ")");
+  Y9_CHECK_T(engine::ConfigError, o.nbs > 0 && o.nbs <= kMaxBatchSize * 1024, "--nbs must be in 1..",
+             kMaxBatchSize * 1024, " (got ", o.nbs, ")");
   Y9_CHECK_T(engine::ConfigError, int(o.cos_lr) + int(o.flat_cos_lr) + int(o.fixed_lr) <= 1,
              "choose at most one of --cos-lr, --flat-cos-lr, --fixed-lr");
   Y9_CHECK_T(engine::ConfigError, o.accumulate >= 0, "--accumulate must be >= 0 (0: the nominal-batch rule), got ",
              o.accumulate);
   // --batch is the global batch (official DDP: batch_size // WORLD_SIZE per process).
   batch_rank_ = dist::per_rank_batch(o.batch_size, world);
+  // The data-parallel options are checked on one process too: a typo must not wait for the day
+  // the command runs under a launcher.
+  (void)dist::parse_allreduce_algo(o.allreduce);
+  Y9_CHECK_T(engine::ConfigError, o.grad_dtype == "fp32" || o.grad_dtype == "fp16" || o.grad_dtype == "bf16",
+             "--grad-dtype ", o.grad_dtype, ": expected fp32, fp16 or bf16");
+  Y9_CHECK_T(engine::ConfigError, o.bucket_mb > 0 && o.bucket_mb <= 1024 * 1024,
+             "--bucket-mb must be in (0, 1048576] MiB, got ", o.bucket_mb);
+  if (!o.trace.empty()) {
+    // Checked before any work: the trace is written after a few iterations.
+    const fs::path dir = fs::absolute(fs::path(o.trace)).parent_path();
+    std::error_code ec;
+    Y9_CHECK_T(engine::IoError, fs::is_directory(dir, ec), "--trace ", o.trace, ": the folder ", dir.string(),
+               " does not exist");
+    Y9_CHECK_T(engine::IoError, ::access(dir.c_str(), W_OK) == 0, "--trace ", o.trace, ": the folder ", dir.string(),
+               " is not writable");
+  }
   if (world > 1) {
-    (void)dist::parse_allreduce_algo(o.allreduce);
-    Y9_CHECK_T(engine::ConfigError, o.grad_dtype == "fp32" || o.grad_dtype == "fp16" || o.grad_dtype == "bf16",
-               "--grad-dtype ", o.grad_dtype, ": expected fp32, fp16 or bf16");
-    Y9_CHECK_T(engine::ConfigError, o.bucket_mb > 0, "--bucket-mb must be > 0, got ", o.bucket_mb);
     std::printf("data-parallel: global batch %lld = %d ranks x %lld, all-reduce %s, buckets %g MiB (first 1 MiB), "
                 "gradients on the wire %s%s\n",
                 (long long)o.batch_size, world, (long long)batch_rank_, o.allreduce.c_str(), o.bucket_mb,
@@ -296,7 +423,15 @@ void Trainer::setup_notices() {
 // Paths, the run folder (official increment_path) and a write probe.
 void Trainer::setup_run_dir() {
   opt_kind_ = parse_optimizer_kind(o_.optimizer);
-  o_.cfg = resolve_config(o_.cfg, "models", "model config (--cfg)");
+  // The model YAML: on resume the text saved in the checkpoint (the file may have moved or
+  // changed since), else the --cfg file.
+  auto embedded = rck_.meta.find("cfg_yaml");
+  if (resume_ && embedded != rck_.meta.end() && !embedded->second.empty()) {
+    cfg_text_ = embedded->second;
+  } else {
+    o_.cfg = resolve_config(o_.cfg, "models", "model config (--cfg)");
+    cfg_text_ = read_text(o_.cfg, "model config (--cfg)");
+  }
   if (!resume_) o_.hyp = resolve_config(o_.hyp, "hyps", "hyp file (--hyp)");
   o_.data = fs::is_regular_file(o_.data) ? fs::absolute(o_.data).lexically_normal().string()
                                          : resolve_config(o_.data, "data", "dataset YAML (--data)");
@@ -312,15 +447,30 @@ void Trainer::setup_run_dir() {
   std::error_code ec;
   fs::create_directories(wdir_, ec);
   Y9_CHECK_T(engine::IoError, !ec, "cannot create the run directory ", wdir_.string(), ": ", ec.message());
+  // A save killed mid-write (kill -9, power loss) leaves last.safetensors.tmp.<pid> (or
+  // results.csv.tmp.<pid>, a plot's) behind.
+  for (const fs::path& d : {wdir_, save_dir_})
+    for (const std::string& t : io::remove_stale_temporaries(d.string()))
+      std::printf("removed %s (left by an interrupted save)\n", t.c_str());
   const fs::path probe = wdir_ / ".write_test";
   std::ofstream f(probe);
   Y9_CHECK_T(engine::IoError, f.good(), "run directory ", save_dir_.string(), " is not writable: ", std::strerror(errno));
   f.close();
   fs::remove(probe, ec);
+  setup_csv();
 }
 
 void Trainer::setup_hyp() {
-  hyp_ = resume_ ? io::Hyp::from_json(nlohmann::ordered_json::parse(rck_.meta.at("hyp"))) : io::Hyp::load(o_.hyp);
+  if (resume_) {
+    const nlohmann::json hj = meta_json(rck_, "hyp", resume_path_);
+    try {
+      hyp_ = io::Hyp::from_json(hj);
+    } catch (const engine::ConfigError& e) {
+      Y9_THROW(engine::ConfigError, resume_path_, ": checkpoint metadata 'hyp': ", e.message());
+    }
+  } else {
+    hyp_ = io::Hyp::load(o_.hyp);
+  }
   hyp_.set("anchor_t", 5.0);
   if (hyp_.fl_gamma != 0.0 || hyp_.cls_pw != 1.0)
     notice("hyp fl_gamma/cls_pw", "are not supported by the fused loss; using fl_gamma 0, cls_pw 1");
@@ -353,6 +503,7 @@ void Trainer::setup_data() {
   if (have_val_) {
     so.prefix = "val: ";
     so.min_items = 0;
+    so.min_image_px = 0;  // Deviation: validation keeps images under 10 px (letterbox handles them)
     val_scan_ = io::scan_dataset(dcfg_.val, so);
     std::fputs(val_scan_.findings_text(so.prefix).c_str(), stdout);
     std::printf("%s%s\n", so.prefix.c_str(), val_scan_.summary_line().c_str());
@@ -366,7 +517,7 @@ void Trainer::setup_model() {
   graph::BuildOptions bo;
   // Official init_seeds(opt.seed + 1 + RANK), RANK = -1 alone; rank 0's weights are broadcast.
   bo.seed = static_cast<uint64_t>(o_.seed + (dp_ ? 1 + dp_->rank() : 0));
-  model_ = graph::Model::from_yaml(o_.cfg, nc_, bo);
+  model_ = std::make_shared<graph::Model>(graph::parse_model_config(cfg_text_, o_.cfg, nc_), bo);
   // Image size: a multiple of the grid stride, at least 2 grids (official check_img_size(imgsz, gs, gs * 2)).
   gs_ = model_->grid_stride();
   imgsz_ = check_img_size(static_cast<int>(o_.imgsz), static_cast<int>(gs_), static_cast<int>(2 * gs_));
@@ -396,6 +547,10 @@ void Trainer::setup_model() {
   if (!resume_ && !o_.weights.empty()) {
     engine::autograd::NoGradGuard ng;
     io::Checkpoint wck = io::load_checkpoint(o_.weights);
+    auto fused = wck.meta.find("fused");
+    Y9_CHECK_T(engine::ConfigError, fused == wck.meta.end() || fused->second != "1", o_.weights,
+               " was exported with --fuse (BatchNorm folded into the convolutions, RepConvN merged): it runs in val "
+               "and detect but cannot be trained. Export it again without --fuse to fine-tune.");
     const auto& src = io::inference_weights(wck, o_.weights);
     const std::string head_prefix = "model." + std::to_string(model_->num_layers() - 1) + ".";
     int64_t n = 0, total = 0;
@@ -417,8 +572,20 @@ void Trainer::setup_model() {
     Y9_CHECK_T(engine::ConfigError, n > 0, o_.weights, ": no tensor matches ", o_.cfg, " (weights from another model?)");
     std::printf("Transferred %lld/%lld items from %s\n", (long long)n, (long long)total, o_.weights.c_str());
   }
-  for (const auto& f : apply_freeze(model_->named_parameters(), freeze_prefixes(o_.freeze)))
-    std::printf("freezing %s\n", f.c_str());
+  const auto params = model_->named_parameters();
+  const auto frozen = apply_freeze(params, freeze_prefixes(o_.freeze));
+  for (const auto& f : frozen) std::printf("freezing %s\n", f.c_str());
+  if (!params.empty() && frozen.size() == params.size()) {
+    std::string v;
+    for (int64_t f : o_.freeze) {
+      v += ' ';  // not " " + to_string: GCC 12 warns falsely (-Wrestrict) on that form
+      v += std::to_string(f);
+    }
+    Y9_THROW(engine::ConfigError, "--freeze", v, " freezes every parameter of ", fs::path(o_.cfg).filename().string(),
+             " (its layers are model.0 .. model.", model_->num_layers() - 1,
+             "): nothing is left to train. Freeze fewer layers (--freeze 10 freezes the backbone of the official "
+             "models).");
+  }
 }
 
 // The flat parameter store, the three official parameter groups, the schedule and the EMA.
@@ -478,43 +645,67 @@ void Trainer::setup_optimizer() {
 void Trainer::setup_resume_state() {
   if (resume_) {
     engine::autograd::NoGradGuard ng;
-    io::load_state_into(model_->state_dict(), rck_.model, resume_path_ + " (model)");
-    io::load_state_into(ema_->state(), rck_.ema, resume_path_ + " (ema)");
-    ema_->set_updates(std::stoll(rck_.meta.at("updates")));
-    opt_->load_state_dict(rck_.optim);
-    start_epoch_ = std::stoll(rck_.meta.at("epoch")) + 1;
-    skip_batches_ = std::stoll(rck_.meta.at("next_batch"));
-    best_fitness_ = std::stod(rck_.meta.at("best_fitness"));
-    last_opt_step_ = std::stoll(rck_.meta.at("last_opt_step"));
-    accumulate_ = std::stoll(rck_.meta.at("accumulate"));
-    stopper_.best_fitness = std::stod(rck_.meta.at("es_best_fitness"));
-    stopper_.best_epoch = std::stoll(rck_.meta.at("es_best_epoch"));
-    stopper_.possible_stop = rck_.meta.at("es_possible_stop") == "1";
-    const auto ml = nlohmann::json::parse(rck_.meta.at("mloss"));
-    for (int k = 0; k < 3; ++k) mloss_resume_[static_cast<size_t>(k)] = ml.at(static_cast<size_t>(k)).get<double>();
+    const std::string& p = resume_path_;
+    io::load_state_into(model_->state_dict(), rck_.model, p + " (model)");
+    io::load_state_into(ema_->state(), rck_.ema, p + " (ema)");
+    ema_->set_updates(io::meta_int(rck_, "updates", p, 0, INT64_MAX / 4));
+    try {
+      opt_->load_state_dict(rck_.optim);
+    } catch (const engine::Error& e) {
+      Y9_THROW(engine::ConfigError, p, ": the optimizer state does not fit this model and --optimizer ", o_.optimizer,
+               ": ", e.message());
+    }
+    start_epoch_ = io::meta_int(rck_, "epoch", p, -1, o_.epochs - 1) + 1;
+    skip_batches_ = io::meta_int(rck_, "next_batch", p, 0, INT64_MAX / 4);  // < batches per epoch: setup_loaders
+    best_fitness_ = io::meta_double(rck_, "best_fitness", p);
+    last_opt_step_ = io::meta_int(rck_, "last_opt_step", p, -1, INT64_MAX / 4);
+    accumulate_ = io::meta_int(rck_, "accumulate", p, 1, kMaxBatchSize * 1024);
+    stopper_.best_fitness = io::meta_double(rck_, "es_best_fitness", p);
+    stopper_.best_epoch = io::meta_int(rck_, "es_best_epoch", p, 0, kMaxEpochs);
+    stopper_.possible_stop = io::meta_str(rck_, "es_possible_stop", p) == "1";
+    const nlohmann::json ml = meta_json(rck_, "mloss", p);
+    Y9_CHECK_T(engine::ConfigError, ml.is_array() && ml.size() == 3 && ml[0].is_number() && ml[1].is_number() &&
+                   ml[2].is_number(), p, ": checkpoint metadata 'mloss' must be a list of 3 numbers, got ",
+               ml.dump().substr(0, 60));
+    for (size_t k = 0; k < 3; ++k) mloss_resume_[k] = ml[k].get<double>();
     // Mid-epoch gradients: rank 0's by parameter; other ranks' as flat buffers "dp.rank<r>". The
     // same world size resumes each rank's own; another one (or a single process) puts their sum
     // on rank 0 and zeros elsewhere: the same total after the next all-reduce.
     const int world = dp_ ? dp_->world_size() : 1, rank = dp_ ? dp_->rank() : 0;
-    const bool same_world = rck_.meta.count("world_size") && std::stoi(rck_.meta.at("world_size")) == world;
-    if (rank == 0 || !same_world) {
-      if (rank == 0)
-        for (size_t i = 0; i < store_->size(); ++i)
-          if (store_->trainable(i)) {
-            auto it = rck_.grad.find(store_->name(i));
-            if (it != rck_.grad.end()) store_->grad_segment(i).copy_(it->second);
-          }
-      if (rank == 0 && !same_world)
-        for (const auto& [name, t] : rck_.grad)
-          if (name.rfind("dp.rank", 0) == 0) {
-            Y9_CHECK_T(engine::ConfigError, t.numel() == store_->grads().flat.numel(), resume_path_, ": ", name,
-                       " has ", t.numel(), " gradient elements, the model ", store_->grads().flat.numel());
-            Tensor(store_->grads().flat).add_(t.reshape(store_->grads().flat.shape()));
-          }
-    } else {
-      auto it = rck_.grad.find(fmt("dp.rank%d", rank));
-      if (it != rck_.grad.end()) Tensor(store_->grads().flat).copy_(it->second.reshape(store_->grads().flat.shape()));
+    const bool same_world = rck_.meta.count("world_size") &&
+                            io::meta_int(rck_, "world_size", p, 1, 1 << 20) == static_cast<int64_t>(world);
+    if (rank == 0) {
+      for (size_t i = 0; i < store_->size(); ++i)
+        if (store_->trainable(i)) {
+          auto it = rck_.grad.find(store_->name(i));
+          if (it == rck_.grad.end()) continue;
+          Tensor dst = store_->grad_segment(i);
+          Y9_CHECK_T(engine::ConfigError, it->second.shape() == dst.shape(), p, ": accumulated gradient '",
+                     store_->name(i), "' has shape ", engine::shape_str(it->second.shape()), " but the parameter has ",
+                     engine::shape_str(dst.shape()));
+          dst.copy_(it->second);
+        }
     }
+    Tensor gflat = store_->grads().flat;
+    for (const auto& [name, t] : rck_.grad) {
+      if (name.rfind("dp.rank", 0) != 0) continue;
+      Y9_CHECK_T(engine::ConfigError, t.numel() == gflat.numel(), p, ": ", name, " has ", t.numel(),
+                 " gradient elements, the model ", gflat.numel());
+      if (same_world && name == fmt("dp.rank%d", rank)) gflat.copy_(t.reshape(gflat.shape()));
+      else if (!same_world && rank == 0) gflat.add_(t.reshape(gflat.shape()));
+    }
+    // The label-cache hash of the training split at save time: a changed dataset changes the
+    // image order of the interrupted epoch, so the resumed run is no longer the same run.
+    auto h = rck_.meta.find("train_hash");
+    if (h != rck_.meta.end() && h->second != train_scan_.hash)
+      std::printf("WARNING ⚠️ the training data changed since %s was written (label-cache hash %s, now %s)%s\n",
+                  p.c_str(), h->second.c_str(), train_scan_.hash.c_str(),
+                  skip_batches_ > 0
+                      ? fmt(": the interrupted epoch %lld continues at batch %lld over a different image list and "
+                            "order, so the resumed run is not the run that was interrupted",
+                            (long long)start_epoch_, (long long)skip_batches_)
+                            .c_str()
+                      : ": training continues on the changed data");
     std::printf("Resuming at epoch %lld%s, best fitness %.5g, %lld EMA updates\n", (long long)start_epoch_,
                 skip_batches_ ? fmt(" batch %lld", (long long)skip_batches_).c_str() : "", best_fitness_,
                 (long long)ema_->updates());
@@ -583,6 +774,10 @@ void Trainer::setup_loaders() {
   }
   train_loader_->start_epoch(static_cast<int>(start_epoch_));  // num_batches() needs an epoch's order
   nb_ = train_loader_->num_batches();
+  // next_batch == nb_: every batch was trained, the end of the epoch (validation, row) is pending.
+  Y9_CHECK_T(engine::ConfigError, skip_batches_ <= nb_, resume_path_, ": checkpoint metadata 'next_batch' is ",
+             skip_batches_, " but an epoch has only ", nb_, " batches (batch size ", o_.batch_size, ", ",
+             train_scan_.records.size(), " images): the checkpoint is damaged or the dataset shrank");
   nw_ = warmup_iterations(hyp_.warmup_epochs, nb_);
   warmup_.warmup_epochs = hyp_.warmup_epochs;
   warmup_.warmup_momentum = hyp_.warmup_momentum;
@@ -628,13 +823,7 @@ void Trainer::setup_last() {
   // The EMA copy that validation runs (shape-only build, values copied from the EMA each time).
   graph::BuildOptions eb;
   eb.init = false;
-  ema_model_ = graph::Model::from_yaml(o_.cfg, nc_, eb);
-  cfg_text_ = [&] {
-    std::ifstream f(o_.cfg);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-  }();
+  ema_model_ = std::make_shared<graph::Model>(graph::parse_model_config(cfg_text_, o_.cfg, nc_), eb);
   tty_ = isatty(fileno(stdout)) != 0;
   std::printf("Image sizes %lld train, %lld val\nUsing %d dataloader workers\nLogging results to %s\n"
               "Starting training for %lld epochs... (%lld batches/epoch, warm-up %lld iterations, accumulate %lld)%s\n",
@@ -680,6 +869,8 @@ io::Checkpoint Trainer::make_checkpoint(int64_t epoch_done, int64_t next_batch, 
   m["hyp"] = hyp_.to_json().dump();
   m["date"] = iso_now();
   m["finished"] = finished ? "1" : "0";
+  m["train_hash"] = train_scan_.hash;
+  m["results_csv"] = csv_text_;  // results.csv through epoch_done: resume restores it from here
   return ck;
 }
 
@@ -696,36 +887,79 @@ void Trainer::save_last(int64_t epoch_done, int64_t next_batch, const std::array
   io::save_checkpoint((wdir_ / "last.safetensors").string(), make_checkpoint(epoch_done, next_batch, ml, false));
 }
 
-// results.csv as the official utils/loggers write it: %20s header, %20.5g values.
-void Trainer::log_csv(int64_t epoch, const std::vector<double>& vals) const {
+// results.csv as the official utils/loggers write it: %20s header, %20.5g values. The row goes to
+// csv_text_ only; write_csv() puts the file on disk after the checkpoint that holds the same text.
+void Trainer::log_csv(int64_t epoch, const std::vector<double>& vals) {
   static const char* keys[] = {"epoch", "train/box_loss", "train/cls_loss", "train/dfl_loss",
                                "metrics/precision", "metrics/recall", "metrics/mAP_0.5", "metrics/mAP_0.5:0.95",
                                "val/box_loss", "val/cls_loss", "val/dfl_loss", "x/lr0", "x/lr1", "x/lr2",
                                "grad_norm"};  // ours, after the official columns (epoch mean before clipping)
   std::string s;
   size_t n = vals.size();
-  if (!fs::exists(csv_)) {
+  if (csv_text_.empty()) {
     for (const char* k : keys) s += fmt("%20s,", k);
     s.back() = '\n';
   } else {
     // A run started by a build without the grad_norm column keeps its 14 columns on resume.
-    std::ifstream in(csv_);
-    std::string header;
-    std::getline(in, header);
+    const std::string header = csv_text_.substr(0, csv_text_.find('\n'));
     if (header.find("grad_norm") == std::string::npos) n = std::min<size_t>(n, 13);
   }
   s += fmt("%20.5g,", static_cast<double>(epoch));
   for (size_t k = 0; k < n; ++k) s += fmt("%20.5g,", vals[k]);
   s.back() = '\n';
-  std::ofstream f(csv_, std::ios::app);
-  f << s;
-  Y9_CHECK_T(engine::IoError, f.good(), "cannot append to ", csv_.string());
+  csv_text_ += s;
+}
+
+// Deviation: the official logger appends each row. We replace the file atomically, so a kill or a
+// full disk never leaves a torn row, and the checkpoint's copy decides what a resume keeps.
+void Trainer::write_csv() const { io::write_file_atomic(csv_.string(), csv_text_); }
+
+// results.csv at set-up. A new run keeps what the folder already holds (--exist-ok, as the official
+// logger appends). A resumed run gets exactly the rows of the epochs its checkpoint holds: the
+// checkpoint's copy, or for checkpoints without one the file's complete rows up to its epoch. So
+// a crash between a row and its checkpoint can never repeat an epoch in the file.
+void Trainer::setup_csv() {
+  std::error_code ec;
+  const std::string on_disk = fs::is_regular_file(csv_, ec) ? read_text(csv_, "results file") : std::string();
+  if (!resume_) {
+    csv_text_ = on_disk;
+    return;
+  }
+  auto it = rck_.meta.find("results_csv");
+  if (it != rck_.meta.end()) {
+    csv_text_ = it->second;
+  } else {
+    const int64_t done = io::meta_int(rck_, "epoch", resume_path_, -1, kMaxEpochs);
+    size_t pos = 0;
+    csv_text_.clear();
+    for (bool first = true; pos < on_disk.size(); first = false) {
+      const size_t nl = on_disk.find('\n', pos);
+      if (nl == std::string::npos) break;  // a torn last row
+      const std::string line = on_disk.substr(pos, nl + 1 - pos);
+      pos = nl + 1;
+      char* end = nullptr;
+      const long long e = std::strtoll(line.c_str(), &end, 10);
+      const bool numeric = end != line.c_str() && *end == ',';
+      if (first && !numeric) {
+        csv_text_ += line;  // the header
+        continue;
+      }
+      if (!numeric || e > done) break;
+      csv_text_ += line;
+    }
+  }
+  if (csv_text_ != on_disk) {
+    write_csv();
+    std::printf("%s: restored to the epochs that %s holds (the rows after it belong to work it does not hold)\n",
+                csv_.string().c_str(), resume_path_.c_str());
+  }
 }
 
 int Trainer::interrupted_exit(const char* when, int64_t epoch, int64_t batch) const {
   const std::string last = (wdir_ / "last.safetensors").string();
   const char* what = g_signal == SIGINT    ? "Interrupted (SIGINT)"
                      : g_signal == SIGTERM ? "Terminated (SIGTERM)"
+                     : g_signal == SIGUSR1 ? "Stopped (SIGUSR1)"
                                            : "Stopped (--stop-after-batches)";
   if (batch >= 0)
     std::printf("%s%s at epoch %lld batch %lld: saved %s; continue with: yolov9 train --resume %s\n", tty_ ? "\n" : "",
@@ -783,13 +1017,15 @@ int Trainer::run_epochs() {
   g_signal = 0;
   auto prev_int = std::signal(SIGINT, on_stop_signal);
   auto prev_term = std::signal(SIGTERM, on_stop_signal);
+  auto prev_usr1 = std::signal(SIGUSR1, on_stop_signal);
   struct Restore {
-    decltype(prev_int) a, b;
+    decltype(prev_int) a, b, c;
     ~Restore() {
       std::signal(SIGINT, a);
       std::signal(SIGTERM, b);
+      std::signal(SIGUSR1, c);
     }
-  } restore{prev_int, prev_term};
+  } restore{prev_int, prev_term, prev_usr1};
 
   int64_t epoch = start_epoch_;
   for (; epoch < o_.epochs; ++epoch) {
@@ -836,7 +1072,31 @@ Trainer::EpochEnd Trainer::run_epoch(int64_t epoch) {
   double t_train = 0;
   double times[5] = {0, 0, 0, 0, 0};  // data wait, forward, loss, backward, optimizer+EMA (s)
   auto tw = std::chrono::steady_clock::now();
-  while (train_loader_->next(batch)) {
+  int64_t done = skip;  // batches of this epoch trained, by this process or the interrupted one
+  for (;;) {
+    std::string data_error;
+    try {
+      if (!train_loader_->next(batch)) break;
+    } catch (const engine::Error& e) {
+      data_error = e.message();
+    } catch (const std::exception& e) {  // OpenCV inside a loader worker
+      data_error = e.what();
+    }
+    if (!data_error.empty()) {
+      // A data error (an image deleted or damaged after the scan): keep the batches done, as
+      // SIGINT does, so that the run continues once the data is fixed. Data-parallel: the other
+      // ranks cannot join a collective save from here, so the error ends the run (every rank) and
+      // --resume continues from the last checkpoint.
+      if (dp_ && dp_->world_size() > 1)
+        Y9_THROW(engine::IoError, data_error, "\nData error at epoch ", epoch, " batch ", done, " on rank ",
+                 dp_->rank(), "; fix the data, then continue with --resume (from the last epoch checkpoint)");
+      save_last(epoch - 1, done, mloss);
+      const std::string last = (wdir_ / "last.safetensors").string();
+      std::printf("\n");
+      Y9_THROW(engine::IoError, data_error, "\nData error at epoch ", epoch, " batch ", done, ": saved ", last, " (",
+               done, " of ", nb_, " batches of this epoch done); fix the data, then continue with: yolov9 train "
+               "--resume ", last);
+    }
     ++i;
     if (i < skip) continue;
     const auto t0 = std::chrono::steady_clock::now();
@@ -847,6 +1107,7 @@ Trainer::EpochEnd Trainer::run_epoch(int64_t epoch) {
       tracer_->complete("data wait", "data", tracer_->now_us() - dw, dw);
     }
     step(batch, epoch, i, ni, mloss, times);
+    done = i + 1;
     const int64_t B = batch.images.size(0);
     images_seen += B;
     t_train += seconds_since(t0);
@@ -1040,12 +1301,17 @@ bool Trainer::end_epoch(int64_t epoch, const std::array<double, 3>& mloss, doubl
   }
   const bool finished = final_epoch && (epoch + 1 == o_.epochs || stop);
   if (main_ && (!o_.nosave || final_epoch || stop)) {
+    // last.safetensors is the commit point of the epoch: written after best and epochN, before
+    // results.csv. A crash anywhere before it repeats the epoch from the previous checkpoint (the
+    // same files again); a crash after it loses only the file copy of the row, which the
+    // checkpoint holds (setup_csv).
     const io::Checkpoint ck = make_checkpoint(epoch, 0, mloss, finished || stop);
-    io::save_checkpoint((wdir_ / "last.safetensors").string(), ck);
     if (best_fitness_ == fi) io::save_checkpoint((wdir_ / "best.safetensors").string(), ck);
     if (o_.save_period > 0 && epoch % o_.save_period == 0)
       io::save_checkpoint((wdir_ / fmt("epoch%lld.safetensors", (long long)epoch)).string(), ck);
+    io::save_checkpoint((wdir_ / "last.safetensors").string(), ck);
   }
+  if (main_) write_csv();
   std::printf("epoch %lld/%lld: train box %.4g cls %.4g dfl %.4g | val box %.4g cls %.4g dfl %.4g | P %.3g R %.3g "
               "mAP50 %.3g mAP50-95 %.3g | fitness %.4g (best %.4g) | lr %.3g | grad norm %.4g | %.1fs, %.1f img/s\n",
               (long long)epoch, (long long)(o_.epochs - 1), mloss[0], mloss[1], mloss[2], vr.box, vr.cls, vr.dfl, vr.p,

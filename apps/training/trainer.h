@@ -19,6 +19,7 @@
 #include "apps/training/dist/data_parallel.h"
 #include "apps/training/ema.h"
 #include "apps/training/optim.h"
+#include "apps/training/option_checks.h"
 #include "apps/training/param_store.h"
 #include "apps/training/schedule.h"
 #include "apps/training/trace.h"
@@ -104,11 +105,18 @@ struct EarlyStopping {
 
 /// One training run. Construction performs the whole set-up and prints what the official script
 /// prints up to "Starting training"; run() trains. Not copyable. Errors (engine::ConfigError,
-/// IoError, ShapeError, ...) name the file, flag or value at fault; nothing is lost: checkpoints are
-/// written atomically, and SIGINT/SIGTERM or --stop-after-batches leave a resumable last.safetensors.
+/// IoError, ShapeError, ...) name the file, flag or value at fault (a damaged checkpoint: the key).
+/// Nothing is lost: checkpoints, plots and results.csv are replaced atomically, last.safetensors
+/// (written after best/epochN, before results.csv) holds results.csv as of its epoch, and
+/// SIGINT/SIGTERM (a second one kills at once), a data error in mid-epoch or --stop-after-batches
+/// leave a resumable last.safetensors. Resume continues in the run folder recorded in the
+/// checkpoint, restores results.csv to the checkpoint's epochs, removes temporaries of dead
+/// processes and warns when the training data changed (label-cache hash).
 class Trainer {
  public:
-  /// `resume`: continue the run of o.resume (or the latest run when empty), reloading its options.
+  /// `resume`: continue the run of o.resume (a checkpoint or a run folder), or when empty of the
+  /// newest run folder under the parent of o.project (refused when that run has no checkpoint),
+  /// reloading its options.
   Trainer(TrainOptions o, bool resume);
   ~Trainer();
   Trainer(const Trainer&) = delete;
@@ -126,6 +134,7 @@ class Trainer {
   void setup_resume();
   void setup_notices();
   void setup_run_dir();
+  void setup_csv();
   void setup_hyp();
   void setup_data();
   void setup_model();
@@ -154,7 +163,6 @@ class Trainer {
   /// Data-parallel, before a mid-epoch checkpoint: every rank's gradient buffer into rank_grads_
   /// (collective).
   void gather_rank_grads();
-  void log_csv(int64_t epoch, const std::vector<double>& vals) const;
   /// Tracing (--trace): starts and ends the traced window; backward spans per layer.
   void trace_step(int64_t ni);
   void trace_grad_ready(int layer);
@@ -163,6 +171,10 @@ class Trainer {
   void record_grad_norm(int64_t epoch, int64_t i, int64_t ni, double norm);
   /// --plot-features: the EMA model's feature grids of the fixed image, features/epoch<E>/.
   void plot_features(int64_t epoch);
+  /// Appends the row of `epoch` (and the header first) to csv_text_.
+  void log_csv(int64_t epoch, const std::vector<double>& vals);
+  /// Replaces results.csv with csv_text_ atomically.
+  void write_csv() const;
   /// The "Interrupted ... continue with" line and the plots after an interruption; returns the
   /// exit code.
   int interrupted_exit(const char* when, int64_t epoch, int64_t batch) const;
@@ -201,7 +213,8 @@ class Trainer {
   std::unique_ptr<io::DataLoader> train_loader_;
   ValOptions vo_;
   int64_t nb_ = 0, nw_ = 0;
-  std::string cfg_text_;
+  std::string cfg_text_;   ///< the model YAML text (saved in checkpoints as cfg_yaml)
+  std::string csv_text_;   ///< results.csv as it must be on disk (saved in checkpoints as results_csv)
   bool tty_ = false;
   std::array<double, 3> epoch_mloss_{0, 0, 0};  ///< mean losses of the last epoch run
   std::array<double, 3> last_finite_{0, 0, 0};

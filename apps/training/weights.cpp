@@ -5,8 +5,12 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
+#include "apps/training/config_paths.h"
 #include "engine/error.h"
 #include "graph/state.h"
 #include "io/safetensors.h"
@@ -35,24 +39,56 @@ void save_model_weights(const graph::Model& m, const std::string& path) {
                {{"format", "yolov9-cpp state_dict"}, {"cfg", m.config().source}, {"nc", std::to_string(m.config().nc)}});
 }
 
+int64_t weights_meta_nc(const std::map<std::string, std::string>& meta, const std::string& weights) {
+  auto it = meta.find("nc");
+  if (it == meta.end()) return -1;
+  int64_t nc = 0;
+  const std::string& v = it->second;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), nc);
+  Y9_CHECK_T(engine::ConfigError, ec == std::errc() && p == v.data() + v.size() && nc >= 1 && nc <= graph::kMaxClasses, weights,
+             ": metadata 'nc' must be a class count in 1..", graph::kMaxClasses, ", got '", v.substr(0, 40), "'");
+  return nc;
+}
+
+ModelYaml weights_model_yaml(const std::map<std::string, std::string>& meta, const std::string& weights,
+                             const std::string& cfg) {
+  auto read = [](const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    Y9_CHECK_T(engine::IoError, f.good(), "model config ", path, ": cannot read");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  };
+  ModelYaml y;
+  if (!cfg.empty()) {
+    y.name = resolve_config(cfg, "models", "model config (--cfg)");
+    y.stem = fs::path(y.name).stem().string();
+    y.text = read(y.name);
+    return y;
+  }
+  auto path = meta.find("cfg");
+  const std::string original = path != meta.end() ? path->second : std::string();
+  if (auto it = meta.find("cfg_yaml"); it != meta.end() && !it->second.empty()) {
+    y.name = weights + " (embedded model YAML" + (original.empty() ? "" : " " + original) + ")";
+    y.stem = original.empty() ? fs::path(weights).stem().string() : fs::path(original).stem().string();
+    y.text = it->second;
+    return y;
+  }
+  Y9_CHECK_T(engine::ConfigError, !original.empty(), weights,
+             ": no model config in the file's metadata (no cfg_yaml or cfg); give --cfg");
+  y.name = resolve_config(original, "models", "model config (the weights' metadata cfg)");
+  y.stem = fs::path(y.name).stem().string();
+  y.text = read(y.name);
+  return y;
+}
+
 LoadedModel load_model(const std::string& weights, const std::string& cfg, int64_t nc_fallback) {
-  int64_t nc = nc_fallback;
-  Y9_CHECK_T(engine::IoError, fs::is_regular_file(weights), "weights file not found: ", weights);
   io::SafetensorsData data = io::load_safetensors(weights);
   LoadedModel lm;
   const auto& meta = data.metadata;
-  std::string yaml = cfg;
-  if (yaml.empty()) {
-    auto it = meta.find("cfg");
-    Y9_CHECK_T(engine::ConfigError, it != meta.end() && !it->second.empty(), weights,
-               ": no model config in the checkpoint metadata; give --cfg");
-    yaml = it->second;
-    if (!fs::exists(yaml)) {
-      const fs::path alt = fs::path("configs") / "models" / fs::path(yaml).filename();
-      if (fs::exists(alt)) yaml = alt.string();
-    }
-  }
-  if (auto it = meta.find("nc"); it != meta.end()) nc = std::stoll(it->second);
+  const ModelYaml yaml = weights_model_yaml(meta, weights, cfg);
+  int64_t nc = weights_meta_nc(meta, weights);
+  if (nc < 0) nc = nc_fallback;
   if (auto it = meta.find("names"); it != meta.end()) {
     try {
       auto j = nlohmann::json::parse(it->second);
@@ -63,8 +99,9 @@ LoadedModel load_model(const std::string& weights, const std::string& cfg, int64
   }
   graph::BuildOptions bo;
   bo.init = false;
-  lm.model = std::make_shared<graph::Model>(graph::load_model_config(yaml, nc), bo);
-  lm.cfg = yaml;
+  lm.model = std::make_shared<graph::Model>(graph::parse_model_config(yaml.text, yaml.name, nc), bo);
+  lm.cfg = yaml.name;
+  lm.stem = yaml.stem;
   // official attempt_load: (ckpt.get('ema') or ckpt['model'])
   lm.ema = data.tensors.count("ema.model.0.conv.weight") > 0 ||
            std::any_of(data.tensors.begin(), data.tensors.end(),
@@ -75,7 +112,7 @@ LoadedModel load_model(const std::string& weights, const std::string& cfg, int64
   try {
     graph::load_state_dict(*lm.model, data.tensors, lo);
   } catch (const engine::ShapeError& e) {
-    Y9_THROW(engine::ShapeError, weights, " (model ", yaml, ", nc ", lm.model->nc(), "): ", e.message());
+    Y9_THROW(engine::ShapeError, weights, " (model ", yaml.name, ", nc ", lm.model->nc(), "): ", e.message());
   }
   lm.model->eval();
   return lm;

@@ -32,16 +32,38 @@ void save_model_weights(const graph::Model& m, const std::string& path);
 /// A loaded model and what the checkpoint says about it.
 struct LoadedModel {
   std::shared_ptr<graph::Model> model;  ///< in eval mode
-  std::string cfg;                      ///< model YAML used
+  std::string cfg;                      ///< model YAML used (ModelYaml::name)
+  std::string stem;                     ///< model name for summaries ("gelan-t")
   std::vector<std::string> names;       ///< class names from metadata "names" (JSON list), may be empty
   bool ema = false;                     ///< the "ema." tensors were loaded
 };
 
-/// Loads `weights`. The model YAML is `cfg` when given, else the metadata "cfg" entry (a path; when
-/// it does not exist, configs/models/<file name> is tried relative to the working directory).
+/// A model YAML: its text and a name for messages and summaries (a path, or "<weights> (embedded
+/// model YAML <original path>)").
+struct ModelYaml {
+  std::string name;  ///< resolved path, or a label for the embedded text
+  std::string stem;  ///< model name for summaries ("gelan-t")
+  std::string text;
+};
+
+/// The model YAML that goes with a weights file whose metadata is `meta`: `cfg` when given (a
+/// path or a bare name such as "yolov9-t.yaml", found by resolve_config, as train and info do);
+/// else the YAML text the file carries (metadata "cfg_yaml", written by `yolov9 train` and
+/// `yolov9 export`), so the original file need not exist any more; else the metadata "cfg" path,
+/// resolved by resolve_config. Errors: engine::ConfigError naming `weights` when none is known;
+/// engine::IoError from resolve_config naming every place searched.
+ModelYaml weights_model_yaml(const std::map<std::string, std::string>& meta, const std::string& weights,
+                             const std::string& cfg);
+
+/// Loads `weights`. The model YAML: weights_model_yaml(meta, weights, cfg).
 /// nc: the metadata "nc" when present, else `nc_fallback` when > 0, else the YAML's. Throws engine::IoError naming the path
-/// when the file is missing or unreadable, engine::ConfigError when no model YAML is known,
-/// engine::ShapeError naming the first missing or mismatched tensor.
+/// when the file is missing, a directory or unreadable, engine::ConfigError when no model YAML
+/// is known or the metadata "nc" is not a positive integer, engine::ShapeError naming the first
+/// missing or mismatched tensor.
 LoadedModel load_model(const std::string& weights, const std::string& cfg = "", int64_t nc_fallback = -1);
+
+/// The metadata "nc" of a weights file as a positive integer, or -1 when absent. Errors:
+/// engine::ConfigError naming `weights` when it is not an integer in 1..graph::kMaxClasses.
+int64_t weights_meta_nc(const std::map<std::string, std::string>& meta, const std::string& weights);
 
 }  // namespace training

@@ -21,10 +21,6 @@ inline engine::KernelKey<CommAccumulateFn> kCommAccumulate{"comm_accumulate"};
 using CommScaleFn = void (*)(engine::DeviceContext& ctx, engine::DType dtype, void* data, int64_t n, double scale);
 inline engine::KernelKey<CommScaleFn> kCommScale{"comm_scale"};
 
-}  // namespace kernels
-
-namespace kernels {
-
 /// Gradient compression for the wire (`--grad-dtype fp16|bf16`): dst[i] = wire(src[i] * scale),
 /// src F32, dst of the `wire` dtype (F16, BF16; F32 copies), rounded to nearest even.
 using CommCompressFn = void (*)(engine::DeviceContext& ctx, engine::DType wire, const float* src, void* dst, int64_t n,

@@ -12,25 +12,79 @@ namespace kernels::cpu {
 
 namespace {
 
+// Per-channel pieces shared by the local and the synchronised paths (one order of operations, so
+// that both give bitwise the same result on one rank). Channel `ch` of NCHW `x` is n runs of hw.
+
+// Sum of channel ch, in double, in (b, i) order.
+template <typename T>
+double channel_sum(const T* x, int64_t n, int64_t c, int64_t hw, int64_t ch) {
+  double s = 0.0;
+  for (int64_t b = 0; b < n; ++b) {
+    const T* p = x + (b * c + ch) * hw;
+    for (int64_t i = 0; i < hw; ++i) s += static_cast<double>(p[i]);
+  }
+  return s;
+}
+
+// Sum of squared deviations from `mu` (the second pass: avoids the cancellation of E[x^2] - E[x]^2).
+template <typename T>
+double channel_sq_dev(const T* x, int64_t n, int64_t c, int64_t hw, int64_t ch, double mu) {
+  double ss = 0.0;
+  for (int64_t b = 0; b < n; ++b) {
+    const T* p = x + (b * c + ch) * hw;
+    for (int64_t i = 0; i < hw; ++i) {
+      const double d = static_cast<double>(p[i]) - mu;
+      ss += d * d;
+    }
+  }
+  return ss;
+}
+
+// Backward sums of channel ch: sum dy and sum dy * xhat, xhat = (x - mu) * is.
+template <typename T>
+void channel_dy_sums(const T* x, const T* dy, int64_t n, int64_t c, int64_t hw, int64_t ch, double mu, double is,
+                     double* sdy, double* sdyx) {
+  double s0 = 0.0, s1 = 0.0;
+  for (int64_t b = 0; b < n; ++b) {
+    const T* px = x + (b * c + ch) * hw;
+    const T* pd = dy + (b * c + ch) * hw;
+    for (int64_t i = 0; i < hw; ++i) {
+      const double d = static_cast<double>(pd[i]);
+      s0 += d;
+      s1 += d * (static_cast<double>(px[i]) - mu) * is;
+    }
+  }
+  *sdy = s0;
+  *sdyx = s1;
+}
+
+// dx of channel ch: a*dy + bx*(x - mean) + k with a = w*is; training: bx = -a*is*sdyx/M,
+// k = -a*sdy/M (M the element count of the channel over every rank); eval: bx = k = 0.
+// (x - mean) is formed first so that a large mean does not cancel in F32.
+template <typename T>
+void channel_dx(const T* x, const T* dy, const T* weight, int64_t n, int64_t c, int64_t hw, int64_t ch, double mu,
+                double is, bool training, double m, double sdy, double sdyx, T* dx) {
+  const double wv = weight ? static_cast<double>(weight[ch]) : 1.0;
+  const double a = wv * is;
+  const double bx = training && m > 0 ? -a * is * sdyx / m : 0.0;
+  const double k = training && m > 0 ? -a * sdy / m : 0.0;
+  const T ta = static_cast<T>(a), tb = static_cast<T>(bx), tk = static_cast<T>(k), tmu = static_cast<T>(mu);
+  for (int64_t b = 0; b < n; ++b) {
+    const T* px = x + (b * c + ch) * hw;
+    const T* pd = dy + (b * c + ch) * hw;
+    T* q = dx + (b * c + ch) * hw;
+#pragma omp simd
+    for (int64_t i = 0; i < hw; ++i) q[i] = ta * pd[i] + tb * (px[i] - tmu) + tk;
+  }
+}
+
 template <typename T>
 void batch_norm_stats_cpu(const T* x, int64_t n, int64_t c, int64_t hw, T* mean, T* var_biased) {
   const double m = static_cast<double>(n * hw);
 #pragma omp parallel for schedule(static)
   for (int64_t ch = 0; ch < c; ++ch) {
-    double s = 0.0;
-    for (int64_t b = 0; b < n; ++b) {
-      const T* p = x + (b * c + ch) * hw;
-      for (int64_t i = 0; i < hw; ++i) s += static_cast<double>(p[i]);
-    }
-    const double mu = m > 0 ? s / m : 0.0;
-    double ss = 0.0;  // second pass: avoids the cancellation of E[x^2] - E[x]^2
-    for (int64_t b = 0; b < n; ++b) {
-      const T* p = x + (b * c + ch) * hw;
-      for (int64_t i = 0; i < hw; ++i) {
-        const double d = static_cast<double>(p[i]) - mu;
-        ss += d * d;
-      }
-    }
+    const double mu = m > 0 ? channel_sum(x, n, c, hw, ch) / m : 0.0;
+    const double ss = channel_sq_dev(x, n, c, hw, ch, mu);
     mean[ch] = static_cast<T>(mu);
     var_biased[ch] = static_cast<T>(m > 0 ? ss / m : 0.0);
   }
@@ -44,31 +98,14 @@ int64_t batch_norm_stats_sync_cpu(const T* x, int64_t n, int64_t c, int64_t hw, 
                                   const BatchNormSync& sync) {
   std::vector<double> buf(static_cast<size_t>(c + 1));
 #pragma omp parallel for schedule(static)
-  for (int64_t ch = 0; ch < c; ++ch) {
-    double s = 0.0;
-    for (int64_t b = 0; b < n; ++b) {
-      const T* p = x + (b * c + ch) * hw;
-      for (int64_t i = 0; i < hw; ++i) s += static_cast<double>(p[i]);
-    }
-    buf[ch] = s;
-  }
+  for (int64_t ch = 0; ch < c; ++ch) buf[ch] = channel_sum(x, n, c, hw, ch);
   buf[c] = static_cast<double>(n * hw);
   sync.fn(sync.state, buf.data(), c + 1);
   const double m = buf[c];
   std::vector<double> mu(static_cast<size_t>(c));
   for (int64_t ch = 0; ch < c; ++ch) mu[ch] = m > 0 ? buf[ch] / m : 0.0;
 #pragma omp parallel for schedule(static)
-  for (int64_t ch = 0; ch < c; ++ch) {
-    double ss = 0.0;
-    for (int64_t b = 0; b < n; ++b) {
-      const T* p = x + (b * c + ch) * hw;
-      for (int64_t i = 0; i < hw; ++i) {
-        const double d = static_cast<double>(p[i]) - mu[ch];
-        ss += d * d;
-      }
-    }
-    buf[ch] = ss;
-  }
+  for (int64_t ch = 0; ch < c; ++ch) buf[ch] = channel_sq_dev(x, n, c, hw, ch, mu[ch]);
   sync.fn(sync.state, buf.data(), c);
   for (int64_t ch = 0; ch < c; ++ch) {
     mean[ch] = static_cast<T>(mu[ch]);
@@ -99,33 +136,11 @@ void batch_norm_backward_cpu(const T* x, const T* dy, const T* mean, const T* in
 #pragma omp parallel for schedule(static)
   for (int64_t ch = 0; ch < c; ++ch) {
     const double mu = static_cast<double>(mean[ch]), is = static_cast<double>(invstd[ch]);
-    double sdy = 0.0, sdyx = 0.0;  // sum dy, sum dy * xhat
-    for (int64_t b = 0; b < n; ++b) {
-      const T* px = x + (b * c + ch) * hw;
-      const T* pd = dy + (b * c + ch) * hw;
-      for (int64_t i = 0; i < hw; ++i) {
-        const double d = static_cast<double>(pd[i]);
-        sdy += d;
-        sdyx += d * (static_cast<double>(px[i]) - mu) * is;
-      }
-    }
+    double sdy = 0.0, sdyx = 0.0;
+    channel_dy_sums(x, dy, n, c, hw, ch, mu, is, &sdy, &sdyx);
     if (dweight) dweight[ch] = static_cast<T>(sdyx);
     if (dbias) dbias[ch] = static_cast<T>(sdy);
-    if (!dx) continue;
-    const double wv = weight ? static_cast<double>(weight[ch]) : 1.0;
-    // dx = a*dy + b*(x - mean) + k with a = w*is; training: b = -a*is*sdyx/M, k = -a*sdy/M.
-    // (x - mean) is formed first so that a large mean does not cancel in F32.
-    const double a = wv * is;
-    const double bx = training && m > 0 ? -a * is * sdyx / m : 0.0;
-    const double k = training && m > 0 ? -a * sdy / m : 0.0;
-    const T ta = static_cast<T>(a), tb = static_cast<T>(bx), tk = static_cast<T>(k), tmu = static_cast<T>(mu);
-    for (int64_t b = 0; b < n; ++b) {
-      const T* px = x + (b * c + ch) * hw;
-      const T* pd = dy + (b * c + ch) * hw;
-      T* q = dx + (b * c + ch) * hw;
-#pragma omp simd
-      for (int64_t i = 0; i < hw; ++i) q[i] = ta * pd[i] + tb * (px[i] - tmu) + tk;
-    }
+    if (dx) channel_dx(x, dy, weight, n, c, hw, ch, mu, is, training, m, sdy, sdyx, dx);  // while ch is in cache
   }
 }
 
@@ -137,42 +152,19 @@ void batch_norm_backward_sync_cpu(const T* x, const T* dy, const T* mean, const 
   std::vector<double> buf(static_cast<size_t>(2 * c + 1));
 #pragma omp parallel for schedule(static)
   for (int64_t ch = 0; ch < c; ++ch) {
-    const double mu = static_cast<double>(mean[ch]), is = static_cast<double>(invstd[ch]);
-    double sdy = 0.0, sdyx = 0.0;
-    for (int64_t b = 0; b < n; ++b) {
-      const T* px = x + (b * c + ch) * hw;
-      const T* pd = dy + (b * c + ch) * hw;
-      for (int64_t i = 0; i < hw; ++i) {
-        const double d = static_cast<double>(pd[i]);
-        sdy += d;
-        sdyx += d * (static_cast<double>(px[i]) - mu) * is;
-      }
-    }
-    if (dweight) dweight[ch] = static_cast<T>(sdyx);
-    if (dbias) dbias[ch] = static_cast<T>(sdy);
-    buf[ch] = sdy;
-    buf[c + ch] = sdyx;
+    channel_dy_sums(x, dy, n, c, hw, ch, static_cast<double>(mean[ch]), static_cast<double>(invstd[ch]), &buf[ch],
+                    &buf[c + ch]);
+    if (dweight) dweight[ch] = static_cast<T>(buf[c + ch]);
+    if (dbias) dbias[ch] = static_cast<T>(buf[ch]);
   }
   if (!dx) return;  // every rank decides alike (the same graph), so no rank waits alone
   buf[2 * c] = static_cast<double>(n * hw);
   sync.fn(sync.state, buf.data(), 2 * c + 1);
   const double m = buf[2 * c];
 #pragma omp parallel for schedule(static)
-  for (int64_t ch = 0; ch < c; ++ch) {
-    const double mu = static_cast<double>(mean[ch]), is = static_cast<double>(invstd[ch]);
-    const double wv = weight ? static_cast<double>(weight[ch]) : 1.0;
-    const double a = wv * is;
-    const double bx = m > 0 ? -a * is * buf[c + ch] / m : 0.0;
-    const double k = m > 0 ? -a * buf[ch] / m : 0.0;
-    const T ta = static_cast<T>(a), tb = static_cast<T>(bx), tk = static_cast<T>(k), tmu = static_cast<T>(mu);
-    for (int64_t b = 0; b < n; ++b) {
-      const T* px = x + (b * c + ch) * hw;
-      const T* pd = dy + (b * c + ch) * hw;
-      T* q = dx + (b * c + ch) * hw;
-#pragma omp simd
-      for (int64_t i = 0; i < hw; ++i) q[i] = ta * pd[i] + tb * (px[i] - tmu) + tk;
-    }
-  }
+  for (int64_t ch = 0; ch < c; ++ch)
+    channel_dx(x, dy, weight, n, c, hw, ch, static_cast<double>(mean[ch]), static_cast<double>(invstd[ch]),
+               /*training=*/true, m, buf[ch], buf[c + ch], dx);
 }
 
 template <typename T>

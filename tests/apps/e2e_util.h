@@ -10,6 +10,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -91,26 +92,36 @@ inline std::shared_ptr<graph::Model> make_checkpoint(const std::string& cfg_name
 
 struct RunResult {
   int rc = -1;
-  std::string out;  ///< stdout and stderr together
+  std::string out;      ///< stdout and stderr together
+  double seconds = 0;  ///< wall time of the command
 };
 
-/// Runs the yolov9 program (Y9_BINARY_DIR/yolov9) with `args` in the source folder.
-inline RunResult run_cli(const std::string& args) {
-  const std::string exe = (fs::path(Y9_BINARY_DIR) / "yolov9").string();
+/// Runs the shell command `cmd` in the source folder (stderr joined to stdout) and returns its
+/// exit status (-1 when killed by a signal), output and wall time.
+inline RunResult run_shell(const std::string& cmd) {
   RunResult r;
-  if (!fs::exists(exe)) {
-    r.out = "program not built: " + exe;
-    return r;
-  }
-  const std::string cmd = "cd '" + std::string(Y9_SOURCE_DIR) + "' && OMP_NUM_THREADS=2 '" + exe + "' " + args + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
+  const auto t0 = std::chrono::steady_clock::now();
+  FILE* p = ::popen(("cd '" + std::string(Y9_SOURCE_DIR) + "' && " + cmd + " 2>&1").c_str(), "r");
   if (!p) return r;
   char buf[4096];
   size_t n;
   while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
   const int st = ::pclose(p);
   r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
+}
+
+/// Runs the yolov9 program (Y9_BINARY_DIR/yolov9) with `args` in the source folder; `env` is
+/// prepended as environment assignments ("Y9_DEBUG=1").
+inline RunResult run_cli(const std::string& args, const std::string& env = "") {
+  const std::string exe = (fs::path(Y9_BINARY_DIR) / "yolov9").string();
+  if (!fs::exists(exe)) {
+    RunResult r;
+    r.out = "program not built: " + exe;
+    return r;
+  }
+  return run_shell("OMP_NUM_THREADS=2 " + env + " '" + exe + "' " + args);
 }
 
 }  // namespace e2e

@@ -4,6 +4,7 @@
 
 #include "engine/autograd.h"
 #include "engine/tensor.h"
+#include "ops/ops.h"
 #include "ops/reduce.h"
 #include "tests/testutil.h"
 
@@ -99,6 +100,37 @@ TEST(Autograd, GradReadyHookFiresOncePerBackward) {
   ag::backward({ops::sum(scale_saving_input(w, 1.0)), ops::sum(scale_saving_input(w, 2.0))}, {Tensor(), Tensor()});
   EXPECT_EQ(fired, 1);
   EXPECT_EQ(w.grad().to_vector<float>()[2], 3.0f);
+}
+
+// A leaf's gradient is accumulated (and its hook fires) as soon as its last gradient arrives, not
+// after every node newer than its AccumulateGrad node, which is created at the leaf's first use
+// and so is old from the second iteration on (PyTorch gives AccumulateGrad the highest sequence
+// number). The data-parallel reducer depends on it: otherwise every bucket is ready only at the
+// end of backward. Chain x -> *a -> *b -> sum, where `b` (the leaf nearest the loss) was first used
+// long before: its hook must fire before the node that computes `a`'s gradient runs.
+TEST(Autograd, LeafGradientIsReadyBeforeOlderNodesRun) {
+  Tensor a = Tensor::full({4}, 2.0), b = Tensor::full({4}, 3.0);
+  a.set_requires_grad(true);
+  b.set_requires_grad(true);
+  (void)ops::sum(scale_saving_input(b, 1.0));  // b's AccumulateGrad node is created here, first
+  std::vector<std::string> order;
+  b.register_grad_ready_hook([&](const Tensor&) { order.push_back("b"); });
+  a.register_grad_ready_hook([&](const Tensor&) { order.push_back("a"); });
+  Tensor h = scale_saving_input(a, 2.0);  // its node is newer than b's AccumulateGrad node
+  Tensor y;
+  {
+    ag::NoGradGuard ng;
+    y = ops::mul(h, b);
+  }
+  ag::record_fn("MulBackward", {h, b}, {y}, [hd = h.detach(), bd = b.detach()](const std::vector<Tensor>& g) {
+    ag::NoGradGuard ng;
+    return std::vector<Tensor>{ops::mul(g[0], bd), ops::mul(g[0], hd)};
+  });
+  ops::sum(y).backward();
+  // Before the fix: "a" then "b" (the Scale node for a and a's newer AccumulateGrad ran first).
+  EXPECT_EQ(order, (std::vector<std::string>{"b", "a"}));
+  EXPECT_EQ(a.grad().to_vector<float>()[0], 6.0f);  // d(sum(2a * b))/da = 2b
+  EXPECT_EQ(b.grad().to_vector<float>()[0], 4.0f);  // = 2a
 }
 
 // Peak memory: a chain of L ops, each saving one activation of S bytes. After forward the live

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "apps/training/evaluator.h"
 #include "engine/error.h"
 #include "io/data_yaml.h"
 #include "io/dataset.h"
@@ -327,7 +328,7 @@ TEST(Cache, ReusedRebuiltOnChangeAndOnGarbage) {
     auto b = tiny::read_bytes(r4.cache_path);
     txt.assign(b.begin(), b.end());
   }
-  auto pos = txt.find("y9-label-cache-1");
+  auto pos = txt.find("y9-label-cache-2");
   ASSERT_NE(pos, std::string::npos);
   txt.replace(pos, 16, "y9-label-cache-0");
   tiny::write_text(r4.cache_path, txt);
@@ -341,6 +342,69 @@ TEST(Cache, TxtListCacheBesideList) {
   auto r = io::scan_dataset({(c.dir.path / "train.txt").string()}, o);
   EXPECT_EQ(r.cache_path, (c.dir.path / "train.cache").string());
   EXPECT_EQ(r.stats.images, 1);
+}
+
+// Item 13 of issue 16: entries of a .txt list resolve against the list's folder (the official
+// code uses the working directory and loses them); blanks, CR and blank lines are stripped; a
+// missing entry is a finding naming the list file and line.
+TEST(Scan, TxtListRelativeToItsFolderWithBlanksCrlfAndMissingEntries) {
+  Case c;
+  tiny::write_image(c.images / "b.png", tiny::make_image(32, 32));
+  tiny::write_text(c.labels / "b.txt", "1 0.5 0.5 0.3 0.3\n");
+  const fs::path list = c.dir.path / "lists" / "train.txt";
+  tiny::write_text(list, "\xEF\xBB\xBF../images/train/good.jpg\r\n\r\n   \r\n  ../images/train/b.png \t\r\n"
+                         "../images/train/gone.jpg\r\n");
+  io::ScanOptions o;
+  o.threads = 2;
+  const auto r = io::scan_dataset({list.string()}, o);  // the working directory is elsewhere
+  EXPECT_EQ(r.stats.images, 2) << r.findings_text("");
+  EXPECT_NE(record_for(r, (c.images / "good.jpg").string()), nullptr);
+  EXPECT_NE(record_for(r, (c.images / "b.png").string()), nullptr);
+  EXPECT_EQ(r.stats.corrupt, 1);
+  const io::Finding* f = find_for(r, list.string());
+  ASSERT_NE(f, nullptr) << r.findings_text("");
+  EXPECT_EQ(f->line, 5);
+  EXPECT_NE(f->reason.find("gone.jpg"), std::string::npos) << f->reason;
+  EXPECT_NE(r.findings_text("train: ").find(list.string() + ":5: listed image"), std::string::npos);
+}
+
+// Item 14: a label file that starts with a UTF-8 byte-order mark parses (the official code drops
+// the image as corrupt).
+TEST(Scan, LabelWithUtf8BomParses) {
+  Case c;
+  tiny::write_image(c.images / "bom.jpg", tiny::make_image(32, 32));
+  tiny::write_text(c.labels / "bom.txt", "\xEF\xBB\xBF" "2 0.5 0.5 0.25 0.5\r\n1 0.2 0.2 0.1 0.1\r\n");
+  const auto r = c.scan();
+  const auto* rec = record_for(r, (c.images / "bom.jpg").string());
+  ASSERT_NE(rec, nullptr) << r.findings_text("");
+  ASSERT_EQ(rec->labels.size(), 2u);
+  EXPECT_EQ(r.stats.corrupt, 0);
+  EXPECT_TRUE(r.findings.empty()) << r.findings_text("");
+  const io::LabelFile lf = io::parse_labels("\xEF\xBB\xBF" "0 0.5 0.5 0.1 0.1\n", "x.txt");
+  EXPECT_EQ(lf.status, io::LabelFile::Status::Found);
+}
+
+// Item 15: images under 10 px are dropped from training (official) but kept for validation,
+// through the same label cache.
+TEST(Scan, SmallImagesDroppedForTrainingKeptForValidation) {
+  Case c;
+  tiny::write_image(c.images / "small.png", tiny::make_image(6, 40));
+  tiny::write_text(c.labels / "small.txt", "0 0.5 0.5 0.5 0.5\n");
+  const auto train = c.scan();
+  EXPECT_EQ(record_for(train, (c.images / "small.png").string()), nullptr);
+  EXPECT_EQ(train.stats.corrupt, 1);
+  io::ScanOptions o;
+  o.min_image_px = 0;
+  const auto val = io::scan_dataset({c.images.string()}, o);  // from the cache the train scan wrote
+  EXPECT_TRUE(val.cache_loaded);
+  const auto* rec = record_for(val, (c.images / "small.png").string());
+  ASSERT_NE(rec, nullptr) << val.findings_text("");
+  EXPECT_EQ(rec->width, 6);
+  EXPECT_EQ(val.stats.corrupt, 0);
+  EXPECT_EQ(val.stats.images, 2);
+  // The validation dataset of `val` and of training keeps it.
+  const auto ds = training::make_val_dataset({c.images.string()}, 64, 2, true, 0.5, 3, false, 0, "");
+  EXPECT_EQ(ds->size(), 2);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -419,6 +483,17 @@ TEST(DataYaml, RelativeAbsoluteListsAndTxt) {
   } catch (const engine::IoError& e) {
     EXPECT_NE(std::string(e.what()).find((root / "nope").string()), std::string::npos);
   }
+}
+
+// Found by fuzz/data_yaml_fuzz: a path component longer than the OS allows made
+// std::filesystem throw its own error (ENAMETOOLONG) instead of the engine's IoError.
+TEST(DataYaml, OverlongPathsAreOrdinaryMissingPaths) {
+  const std::string longname(5000, 'n');
+  const io::DataConfig c =
+      io::parse_data_yaml("train: ../" + longname + "\nval: " + longname + "\nnames: [a]\n", "/nonexistent/d/data.yaml");
+  ASSERT_EQ(c.train.size(), 1u);
+  EXPECT_THROW(io::resolve_image_files(c.train), engine::IoError);
+  EXPECT_THROW(io::load_data_yaml("/nonexistent/" + longname + ".yaml"), engine::IoError);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "engine/error.h"
+#include "io/atomic_file.h"
 #include "tests/testutil.h"
 
 namespace {
@@ -139,3 +140,52 @@ TEST(Safetensors, SaveRejectsUndefinedTensor) {
 }
 
 }  // namespace
+
+// Issue 16 item 8: a folder and a PyTorch checkpoint are named for what they are, not as a
+// std::bad_alloc or a "truncated" safetensors.
+TEST(Safetensors, FolderAndPyTorchCheckpointsAreNamed) {
+  const std::string dir = temp_path("a_folder");
+  std::filesystem::create_directories(dir);
+  EXPECT_NE(expect_io_error(dir).find("is a directory"), std::string::npos);
+  const std::string zip = temp_path("yolov9-c.pt");
+  std::ofstream(zip, std::ios::binary) << std::string("PK\x03\x04\x14\x00", 6) << std::string(100, 'z');
+  EXPECT_NE(expect_io_error(zip).find("PyTorch checkpoint"), std::string::npos);
+  const std::string pickle = temp_path("legacy.pt");
+  std::ofstream(pickle, std::ios::binary) << std::string("\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8", 12);
+  const std::string msg = expect_io_error(pickle);
+  EXPECT_NE(msg.find("PyTorch checkpoint"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("truncated"), std::string::npos) << msg;
+  EXPECT_NE(expect_io_error(temp_path("absent.safetensors")).find("not found"), std::string::npos);
+}
+
+// Item 1: a save killed mid-write leaves <file>.tmp.<pid>; the next run removes those of dead
+// processes and keeps those of live ones.
+TEST(Safetensors, StaleTemporariesOfDeadWritersAreRemoved) {
+  const std::string dir = temp_path("weights_dir");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string dead = dir + "/last.safetensors.tmp.999999999";
+  const std::string live = dir + "/last.safetensors.tmp." + std::to_string(::getppid());
+  const std::string other = dir + "/notes.tmp.txt";
+  for (const auto& p : {dead, live, other}) std::ofstream(p) << "x";
+  const auto removed = io::remove_stale_temporaries(dir);
+  ASSERT_EQ(removed.size(), 1u);
+  EXPECT_EQ(removed[0], dead);
+  EXPECT_FALSE(std::filesystem::exists(dead));
+  EXPECT_TRUE(std::filesystem::exists(live));
+  EXPECT_TRUE(std::filesystem::exists(other));
+  EXPECT_TRUE(io::remove_stale_temporaries(dir + "/absent").empty());
+}
+
+// A write that fails (here: the target's folder is gone) names the file and the system's reason,
+// and leaves no temporary.
+TEST(Safetensors, FailedWriteNamesTheReason) {
+  const std::string p = temp_path("no_such_dir") + "/x.safetensors";
+  try {
+    io::save_safetensors(p, {{"a", Tensor::zeros({2})}});
+    FAIL() << "expected IoError";
+  } catch (const engine::IoError& e) {
+    EXPECT_NE(e.message().find(p), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("No such file or directory"), std::string::npos) << e.message();
+  }
+}

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "apps/training/dist/allreduce.h"
-#include "engine/half.h"
 #include "tests/dist_util.h"
+#include "tests/training/payload_util.h"
 
 namespace {
 
@@ -20,30 +20,9 @@ using training::dist::AllReduceAlgo;
 using training::dist::Communicator;
 using training::dist::ReduceOp;
 
-// Small integers: every partial sum is exact in F16 and BF16 too (|sum| <= 4 * 8 = 32).
-double value(int rank, int64_t i) { return static_cast<double>((i * 7 + rank * 3 + 1) % 17) - 8.0; }
-
-std::vector<uint8_t> encode(const std::vector<double>& v, DType dt) {
-  std::vector<uint8_t> out(v.size() * engine::dtype_size(dt));
-  for (size_t i = 0; i < v.size(); ++i) {
-    switch (dt) {
-      case DType::F32: { float f = static_cast<float>(v[i]); std::memcpy(&out[i * 4], &f, 4); break; }
-      case DType::F64: std::memcpy(&out[i * 8], &v[i], 8); break;
-      case DType::F16: { uint16_t h = engine::f32_to_f16(static_cast<float>(v[i])); std::memcpy(&out[i * 2], &h, 2); break; }
-      default: { uint16_t h = engine::f32_to_bf16(static_cast<float>(v[i])); std::memcpy(&out[i * 2], &h, 2); }
-    }
-  }
-  return out;
-}
-
-double decode(const std::vector<uint8_t>& b, DType dt, size_t i) {
-  switch (dt) {
-    case DType::F32: { float f; std::memcpy(&f, &b[i * 4], 4); return f; }
-    case DType::F64: { double d; std::memcpy(&d, &b[i * 8], 8); return d; }
-    case DType::F16: { uint16_t h; std::memcpy(&h, &b[i * 2], 2); return engine::f16_to_f32(h); }
-    default: { uint16_t h; std::memcpy(&h, &b[i * 2], 2); return engine::bf16_to_f32(h); }
-  }
-}
+using payload_test::decode;
+using payload_test::encode;
+using payload_test::value;
 
 // Every rank holds the same bytes.
 void expect_identical_on_all_ranks(Communicator& c, const std::vector<uint8_t>& buf) {
@@ -54,7 +33,7 @@ void expect_identical_on_all_ranks(Communicator& c, const std::vector<uint8_t>& 
   for (size_t r = 0; r < all.size(); ++r) EXPECT_EQ(all[r], all[0]) << "rank " << r << " differs from rank 0";
 }
 
-void check(AllReduceAlgo algo, DType dt, int64_t count, ReduceOp op, size_t slice_bytes) {
+void check(AllReduceAlgo algo, DType dt, int64_t count, ReduceOp op, size_t slice_bytes, int in_flight = 2) {
   Communicator& c = dist_test::world();
   const int W = c.world_size();
   std::vector<double> mine(static_cast<size_t>(count));
@@ -62,10 +41,12 @@ void check(AllReduceAlgo algo, DType dt, int64_t count, ReduceOp op, size_t slic
   std::vector<uint8_t> buf = encode(mine, dt);
   training::dist::AllReduceOptions opts;
   opts.slice_bytes = slice_bytes;
+  opts.slices_in_flight = in_flight;
   training::dist::all_reduce(c, buf.data(), count, dt, op, algo, opts);
   SCOPED_TRACE(::testing::Message() << "algo " << training::dist::allreduce_algo_name(algo) << " dtype "
                                     << engine::dtype_name(dt) << " count " << count << " slice " << slice_bytes
-                                    << " op " << (op == ReduceOp::Sum ? "sum" : "avg") << " rank " << c.rank());
+                                    << " in flight " << in_flight << " op " << (op == ReduceOp::Sum ? "sum" : "avg")
+                                    << " rank " << c.rank());
   int bad = 0;
   for (int64_t i = 0; i < count && bad < 5; ++i) {
     double sum = 0;
@@ -100,9 +81,25 @@ TEST_P(AllReduce, ExactSumEveryDtypeAndCount) {
 }
 
 TEST_P(AllReduce, TinySlicesPipelineDeep) {
-  // 3-element slices: many slices per chunk, odd remainders, two in flight.
-  for (DType dt : {DType::F32, DType::BF16})
-    for (int64_t n : {int64_t(1), int64_t(97), int64_t(1001)}) check(GetParam(), dt, n, ReduceOp::Sum, 3 * engine::dtype_size(dt));
+  // 3-element slices: many slices per chunk, odd remainders, 1, 2, 3 and 4 slices in flight (each
+  // reusing its scratch slot only after the slice in it was reduced).
+  for (int in_flight : {1, 2, 3, 4})
+    for (DType dt : {DType::F32, DType::BF16})
+      for (int64_t n : {int64_t(1), int64_t(97), int64_t(1001)})
+        check(GetParam(), dt, n, ReduceOp::Sum, 3 * engine::dtype_size(dt), in_flight);
+}
+
+TEST(AllReduceOptions, SlicesInFlightOutOfRange) {
+  Communicator& c = dist_test::world();
+  std::vector<float> v(100, 1.0f);
+  training::dist::AllReduceOptions o;
+  for (int bad : {0, training::dist::kMaxSlicesInFlight + 1}) {
+    o.slices_in_flight = bad;
+    // Every rank rejects the same options before any exchange, so none is left waiting.
+    EXPECT_THROW(training::dist::ring_all_reduce(c, v.data(), 100, DType::F32, ReduceOp::Sum, o), engine::Error);
+    EXPECT_THROW(training::dist::halving_doubling_all_reduce(c, v.data(), 100, DType::F32, ReduceOp::Sum, o),
+                 engine::Error);
+  }
 }
 
 TEST_P(AllReduce, Average) {

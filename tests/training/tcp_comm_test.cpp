@@ -17,7 +17,7 @@
 #include "apps/training/dist/allreduce.h"
 #include "apps/training/dist/launch.h"
 #include "apps/training/dist/tcp_comm.h"
-#include "engine/half.h"
+#include "tests/training/payload_util.h"
 #include "tests/training/proc_util.h"
 
 namespace {
@@ -33,40 +33,9 @@ using training::dist::ReduceOp;
 // ---------------------------------------------------------------------------------------------
 // The ranks (child processes)
 
-double value(int rank, int64_t i) { return static_cast<double>((i * 7 + rank * 3 + 1) % 17) - 8.0; }
-
-std::vector<uint8_t> encode(const std::vector<double>& v, DType dt) {
-  std::vector<uint8_t> out(v.size() * engine::dtype_size(dt));
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (dt == DType::F32) {
-      const float f = static_cast<float>(v[i]);
-      std::memcpy(&out[i * 4], &f, 4);
-    } else if (dt == DType::F64) {
-      std::memcpy(&out[i * 8], &v[i], 8);
-    } else {
-      const uint16_t h = dt == DType::F16 ? engine::f32_to_f16(static_cast<float>(v[i]))
-                                          : engine::f32_to_bf16(static_cast<float>(v[i]));
-      std::memcpy(&out[i * 2], &h, 2);
-    }
-  }
-  return out;
-}
-
-double decode(const std::vector<uint8_t>& b, DType dt, size_t i) {
-  if (dt == DType::F32) {
-    float f;
-    std::memcpy(&f, &b[i * 4], 4);
-    return f;
-  }
-  if (dt == DType::F64) {
-    double d;
-    std::memcpy(&d, &b[i * 8], 8);
-    return d;
-  }
-  uint16_t h;
-  std::memcpy(&h, &b[i * 2], 2);
-  return dt == DType::F16 ? engine::f16_to_f32(h) : engine::bf16_to_f32(h);
-}
+using payload_test::decode;
+using payload_test::encode;
+using payload_test::value;
 
 int failures = 0;
 #define CHILD_EXPECT(cond, ...)                                                    \

@@ -32,7 +32,8 @@ const char* allreduce_algo_name(AllReduceAlgo a) {
 }
 
 AllReduceAlgo pick_algo(size_t bytes, int world_size, const AllReduceOptions& opts) {
-  size_t cut = opts.cutover_bytes;
+  const bool pow2 = world_size > 0 && (world_size & (world_size - 1)) == 0;
+  size_t cut = pow2 ? opts.cutover_bytes : opts.cutover_bytes_non_pow2;
   if (const char* e = std::getenv("Y9_ALLREDUCE_CUTOVER"); e && *e) cut = static_cast<size_t>(std::strtoull(e, nullptr, 10));
   if (world_size <= 2) return AllReduceAlgo::Ring;
   return bytes < cut ? AllReduceAlgo::HalvingDoubling : AllReduceAlgo::Ring;
@@ -45,46 +46,49 @@ struct Ctx {
   DType dt;
   size_t esz;
   int64_t slice;  // elements
+  int depth;      // slices in flight
   engine::Kernel<kernels::CommAccumulateFn> acc;
-  char* scratch;  // 2 slices
+  char* scratch;  // `depth` slices
 };
 
 char* at(void* base, int64_t elem, size_t esz) { return static_cast<char*>(base) + elem * static_cast<int64_t>(esz); }
 
 // Sends ns elements at sp to rank dst while receiving nr elements from rank src; received
-// elements are accumulated into rp (reduce) or written to rp (copy). Sliced, two slices in flight.
+// elements are accumulated into rp (reduce) or written to rp (copy). Sliced, with c.depth slices
+// in flight: slice j + depth starts once slice j is received and reduced (its scratch slot is then
+// free), so the transfers of the next slices overlap both the wait for and the reduction of slice j.
 void exchange(Ctx& c, const char* sp, int64_t ns, int dst, char* rp, int64_t nr, int src, bool reduce) {
   const int64_t S = c.slice;
   const int64_t n_s = (ns + S - 1) / S, n_r = (nr + S - 1) / S, n = std::max(n_s, n_r);
   if (n == 0) return;
+  const int64_t esz = static_cast<int64_t>(c.esz);
+  auto slot = [&](int64_t j) { return c.scratch + (j % c.depth) * S * esz; };
   auto start = [&](int64_t j) {
     const int64_t sb = j < n_s ? std::min(S, ns - j * S) : 0;
     const int64_t rb = j < n_r ? std::min(S, nr - j * S) : 0;
-    char* rdst = reduce ? c.scratch + (j % 2) * S * static_cast<int64_t>(c.esz) : rp + j * S * static_cast<int64_t>(c.esz);
-    return c.comm.start_sendrecv(sp + j * S * static_cast<int64_t>(c.esz), static_cast<size_t>(sb) * c.esz, dst, rdst,
+    return c.comm.start_sendrecv(sp + j * S * esz, static_cast<size_t>(sb) * c.esz, dst, reduce ? slot(j) : rp + j * S * esz,
                                  static_cast<size_t>(rb) * c.esz, src);
   };
-  Pending p[2];
-  p[0] = start(0);
+  Pending p[kMaxSlicesInFlight];
+  for (int64_t j = 0; j < std::min<int64_t>(c.depth, n); ++j) p[j] = start(j);
   for (int64_t j = 0; j < n; ++j) {
-    c.comm.wait(p[j % 2]);
-    if (j + 1 < n) p[(j + 1) % 2] = start(j + 1);
-    if (reduce && j < n_r) {
-      const int64_t rb = std::min(S, nr - j * S);
-      c.acc.fn(c.acc.ctx, c.dt, rp + j * S * static_cast<int64_t>(c.esz), c.scratch + (j % 2) * S * static_cast<int64_t>(c.esz), rb);
-    }
+    c.comm.wait(p[j % c.depth]);
+    if (reduce && j < n_r) c.acc.fn(c.acc.ctx, c.dt, rp + j * S * esz, slot(j), std::min(S, nr - j * S));
+    if (j + c.depth < n) p[j % c.depth] = start(j + c.depth);
   }
 }
 
-Ctx make_ctx(Communicator& comm, DType dt, size_t slice_bytes, int64_t count) {
+Ctx make_ctx(Communicator& comm, DType dt, const AllReduceOptions& o, int64_t count) {
   Y9_CHECK_SHAPE(dt == DType::F32 || dt == DType::F64 || dt == DType::F16 || dt == DType::BF16, "all_reduce: dtype ",
                  engine::dtype_name(dt), " is not F32, F64, F16 or BF16");
+  Y9_CHECK(o.slices_in_flight >= 1 && o.slices_in_flight <= kMaxSlicesInFlight, "all_reduce: slices_in_flight ",
+           o.slices_in_flight, " is not in [1, ", kMaxSlicesInFlight, "]");
   const size_t esz = engine::dtype_size(dt);
-  int64_t slice = std::max<int64_t>(1, static_cast<int64_t>(slice_bytes / esz));
+  int64_t slice = std::max<int64_t>(1, static_cast<int64_t>(o.slice_bytes / esz));
   slice = std::min<int64_t>(slice, std::max<int64_t>(count, 1));
   auto acc = engine::kernel(kernels::kCommAccumulate, dt, comm.device());
-  char* scratch = static_cast<char*>(comm.scratch(2 * static_cast<size_t>(slice) * esz));
-  return Ctx{comm, dt, esz, slice, acc, scratch};
+  char* scratch = static_cast<char*>(comm.scratch(static_cast<size_t>(o.slices_in_flight) * static_cast<size_t>(slice) * esz));
+  return Ctx{comm, dt, esz, slice, o.slices_in_flight, acc, scratch};
 }
 
 void scale(Communicator& comm, DType dt, void* p, int64_t n, double s) {
@@ -95,10 +99,10 @@ void scale(Communicator& comm, DType dt, void* p, int64_t n, double s) {
 
 }  // namespace
 
-void ring_all_reduce(Communicator& comm, void* data, int64_t count, DType dt, ReduceOp op, size_t slice_bytes) {
+void ring_all_reduce(Communicator& comm, void* data, int64_t count, DType dt, ReduceOp op, const AllReduceOptions& o) {
   const int W = comm.world_size(), r = comm.rank();
   if (count <= 0 || W == 1) return;
-  Ctx c = make_ctx(comm, dt, slice_bytes, count);
+  Ctx c = make_ctx(comm, dt, o, count);
   const int64_t base = count / W, rem = count % W;
   auto begin = [&](int i) { return static_cast<int64_t>(i) * base + std::min<int64_t>(i, rem); };
   auto len = [&](int i) { return base + (i < rem ? 1 : 0); };
@@ -117,11 +121,17 @@ void ring_all_reduce(Communicator& comm, void* data, int64_t count, DType dt, Re
   }
 }
 
+void ring_all_reduce(Communicator& comm, void* data, int64_t count, DType dt, ReduceOp op, size_t slice_bytes) {
+  AllReduceOptions o;
+  o.slice_bytes = slice_bytes;
+  ring_all_reduce(comm, data, count, dt, op, o);
+}
+
 void halving_doubling_all_reduce(Communicator& comm, void* data, int64_t count, DType dt, ReduceOp op,
-                                 size_t slice_bytes) {
+                                 const AllReduceOptions& o) {
   const int W = comm.world_size(), r = comm.rank();
   if (count <= 0 || W == 1) return;
-  Ctx c = make_ctx(comm, dt, slice_bytes, count);
+  Ctx c = make_ctx(comm, dt, o, count);
   int p2 = 1;
   while (p2 * 2 <= W) p2 *= 2;
   const int extra = W - p2;  // ranks [0, 2*extra) fold in pairs (even -> odd)
@@ -165,13 +175,20 @@ void halving_doubling_all_reduce(Communicator& comm, void* data, int64_t count, 
   if (r < 2 * extra) exchange(c, static_cast<const char*>(data), count, r - 1, nullptr, 0, r - 1, false);
 }
 
+void halving_doubling_all_reduce(Communicator& comm, void* data, int64_t count, DType dt, ReduceOp op,
+                                 size_t slice_bytes) {
+  AllReduceOptions o;
+  o.slice_bytes = slice_bytes;
+  halving_doubling_all_reduce(comm, data, count, dt, op, o);
+}
+
 AllReduceAlgo all_reduce(Communicator& comm, void* data, int64_t count, DType dt, ReduceOp op, AllReduceAlgo algo,
                          const AllReduceOptions& opts) {
   if (algo == AllReduceAlgo::Auto)
     algo = pick_algo(static_cast<size_t>(std::max<int64_t>(count, 0)) * engine::dtype_size(dt), comm.world_size(), opts);
   switch (algo) {
-    case AllReduceAlgo::Ring: ring_all_reduce(comm, data, count, dt, op, opts.slice_bytes); break;
-    case AllReduceAlgo::HalvingDoubling: halving_doubling_all_reduce(comm, data, count, dt, op, opts.slice_bytes); break;
+    case AllReduceAlgo::Ring: ring_all_reduce(comm, data, count, dt, op, opts); break;
+    case AllReduceAlgo::HalvingDoubling: halving_doubling_all_reduce(comm, data, count, dt, op, opts); break;
     default: comm.all_reduce_library(data, count, dt, op); break;
   }
   return algo;

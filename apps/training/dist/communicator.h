@@ -61,7 +61,10 @@ class Communicator {
   /// started and not yet waited, and they complete in order. The buffers must stay untouched
   /// until then.
   virtual Pending start_sendrecv(const void* sbuf, size_t sbytes, int dst, void* rbuf, size_t rbytes, int src) = 0;
+  /// Completes an exchange started by start_sendrecv. Throws CommError (naming the peer and the
+  /// cause) when a transfer fails.
   virtual void wait(Pending p) = 0;
+  /// start_sendrecv then wait: a blocking exchange.
   void sendrecv(const void* sbuf, size_t sbytes, int dst, void* rbuf, size_t rbytes, int src) {
     wait(start_sendrecv(sbuf, sbytes, dst, rbuf, rbytes, src));
   }
@@ -84,7 +87,9 @@ class Communicator {
   [[noreturn]] virtual void abort(int exit_code) = 0;
 
   /// Scratch memory on device() of at least `bytes` (grows, never shrinks; owned by the
-  /// communicator; the previous pointer is invalid after a call with more bytes).
+  /// communicator; the previous pointer is invalid after a call with more bytes). On a GPU a growth
+  /// first drains the Communication stream (the old block may be in use there) and orders the new
+  /// block after the compute stream (where the caching allocator orders its blocks).
   void* scratch(size_t bytes);
   /// The device context in which the local reductions of the algorithms run.
   engine::DeviceContext& context() const;

@@ -4,6 +4,7 @@
 // normalisation. The Trainer owns one DataParallel when the process was started by a launcher
 // (mpirun / srun / torchrun-style variables / `yolov9 train --device 0,1,...`), none otherwise.
 #pragma once
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <string>
@@ -61,7 +62,10 @@ class DataParallel {
   std::function<void(engine::Tensor&)> loss_reduce();
 
   /// Ends every rank after a fatal error on this one (prints nothing; see Communicator::abort).
-  [[noreturn]] void abort(int exit_code) { world_->abort(exit_code); }
+  [[noreturn]] void abort(int exit_code) {
+    world_->abort(exit_code);
+    std::_Exit(exit_code);  // not reached (Communicator::abort does not return); tells the compiler so
+  }
 
  private:
   std::unique_ptr<Communicator> world_;

@@ -89,7 +89,8 @@ std::string busy_message(int port) {
 // A socket listening on 0.0.0.0:port (0: an ephemeral port). Throws CommError (busy port, other
 // bind errors).
 int hold_port(int port) {
-  Y9_CHECK_T(engine::ConfigError, port >= 0 && port <= 65535, "--master-port ", port, " is not a port (1-65535)");
+  Y9_CHECK_T(engine::ConfigError, port >= 0 && port <= 65535, "--master-port ", port,
+             " is not a port (1-65535, or 0 to pick a free one)");
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) Y9_THROW(CommError, "socket() failed: ", std::strerror(errno));
   const int one = 1;

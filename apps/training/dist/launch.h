@@ -1,5 +1,5 @@
 // How the processes of a data-parallel run are started, and how each one joins the world
-// (issue 13, "Launching"; docs/distributed_launch.md):
+// (issue 13, "Launching"; docs/distributed.md):
 //  - mpirun / mpiexec / srun: MPI (apps/training/dist/mpi_comm.h);
 //  - torchrun, torch.distributed.launch, hand-written scripts (RANK, WORLD_SIZE, LOCAL_RANK,
 //    MASTER_ADDR, MASTER_PORT in the environment): sockets (apps/training/dist/tcp_comm.h);

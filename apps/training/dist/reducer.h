@@ -94,7 +94,9 @@ class GradReducer {
   const std::vector<Bucket>& buckets() const { return buckets_; }
   const ReducerOptions& options() const { return opts_; }
   Communicator& comm() { return *comm_; }
+  /// The communication counters since the last reset_stats() (thread-safe; the per-epoch log line).
   ReducerStats stats() const;
+  /// Zeroes the counters.
   void reset_stats();
 
  private:
