@@ -1,0 +1,352 @@
+// `yolov9 export --format onnx` end to end: gelan-t and yolov9-t weights (random init with random
+// BatchNorm statistics and class biases, so that fusion and NMS have work to do) are exported,
+// the file runs in OpenCV's DNN module and in onnxruntime (PyPI; skipped when python3 lacks it),
+// and the outputs are compared with the engine's own eval forward of the same re-parameterised,
+// fused model (FP32, --half, --dynamic at two sizes, and --nms against ops::non_max_suppression).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#if Y9_HAVE_OPENCV_DNN
+#include <opencv2/dnn.hpp>
+#endif
+
+#include "apps/training/weights.h"
+#include "engine/autograd.h"
+#include "graph/fuse.h"
+#include "graph/model.h"
+#include "ops/nms.h"
+#include "tests/testutil.h"
+
+namespace fs = std::filesystem;
+using engine::Tensor;
+
+namespace {
+
+std::string bin() { return std::string(Y9_BINARY_DIR) + "/yolov9"; }
+std::string cfg(const std::string& name) { return std::string(Y9_SOURCE_DIR) + "/configs/models/" + name; }
+
+int run(const std::string& cmd, const std::string& log) {
+  int rc = std::system((cmd + " > " + log + " 2>&1").c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+std::string slurp(const std::string& p) {
+  std::ifstream f(p);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+struct Dir {
+  fs::path p;
+  explicit Dir(const std::string& name) : p(fs::temp_directory_path() / ("y9_onnx_" + name + "_" + std::to_string(::getpid()))) {
+    fs::remove_all(p);
+    fs::create_directories(p);
+  }
+  ~Dir() {
+    if (!std::getenv("Y9_KEEP_TEST_FILES")) fs::remove_all(p);
+  }
+  std::string operator/(const std::string& f) const { return (p / f).string(); }
+};
+
+// Random init (seed 1), then BatchNorm statistics and affine parameters and the class biases
+// randomised so that Conv+BN folding changes the weights and some class scores pass 0.25.
+std::shared_ptr<graph::Model> make_weights(const std::string& cfg_name, const std::string& path) {
+  graph::BuildOptions bo;
+  bo.seed = 1;
+  auto m = graph::Model::from_yaml(cfg(cfg_name), 3, bo);
+  engine::autograd::NoGradGuard ng;
+  uint64_t seed = 100;
+  for (auto& [name, mod] : m->named_modules()) {
+    if (auto* bn = dynamic_cast<graph::BatchNorm2d*>(mod)) {
+      bn->weight.copy_(testutil::random_tensor({bn->c}, ++seed, 0.5, 1.5, engine::DType::F32));
+      bn->bias.copy_(testutil::random_tensor({bn->c}, ++seed, -0.2, 0.2, engine::DType::F32));
+      bn->running_mean.copy_(testutil::random_tensor({bn->c}, ++seed, -0.2, 0.2, engine::DType::F32));
+      bn->running_var.copy_(testutil::random_tensor({bn->c}, ++seed, 0.5, 2.0, engine::DType::F32));
+    }
+  }
+  graph::Detect* d = m->head();
+  for (auto& branch : d->cls_seq)
+    for (auto& seq : branch) {
+      auto* c = dynamic_cast<graph::Conv2d*>(seq->items.back().get());
+      c->bias.copy_(testutil::random_tensor({c->c2}, ++seed, -4.0, 0.5, engine::DType::F32));
+    }
+  training::save_model_weights(*m, path);
+  return m;
+}
+
+// The engine's inference model for the exported graph: re-parameterised (dual heads) and fused.
+std::shared_ptr<graph::Model> fused_model(const std::string& cfg_name, const std::string& weights) {
+  graph::BuildOptions bo;
+  bo.init = false;
+  auto m = graph::Model::from_yaml(cfg(cfg_name), 3, bo);
+  training::load_weights(*m, weights);
+  m->eval();
+  if (m->head()->branches > 1) {
+    const std::string gelan = "gelan-" + cfg_name.substr(7);
+    m = graph::reparameterize(*m, graph::load_model_config(cfg(gelan), 3));
+  }
+  graph::fuse(*m);
+  m->eval();
+  return m;
+}
+
+Tensor forward(graph::Model& m, const Tensor& x) {
+  engine::autograd::NoGradGuard ng;
+  return m.forward(x).decoded.back().contiguous();
+}
+
+struct Diff {
+  double box = 0, score = 0;  // max |a - b| over the box rows (px) and the class-score rows
+};
+
+// a, b: [B, 4 + nc, A] float32.
+Diff max_diff(const std::vector<float>& a, const Tensor& ref) {
+  const auto r = ref.to_vector<float>();
+  EXPECT_EQ(a.size(), r.size());
+  const int64_t B = ref.size(0), R = ref.size(1), A = ref.size(2);
+  Diff d;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t row = 0; row < R; ++row)
+      for (int64_t i = 0; i < A && static_cast<size_t>((b * R + row) * A + i) < a.size(); ++i) {
+        const size_t k = static_cast<size_t>((b * R + row) * A + i);
+        double& m = row < 4 ? d.box : d.score;
+        m = std::max(m, static_cast<double>(std::fabs(a[k] - r[k])));
+      }
+  return d;
+}
+
+// Largest |a - b| / max(1, |b|): the FP32 check (1e-4 absolute for scores and coordinates below 1
+// px, relative above: float32 spacing at 640 px is 6e-5, so an absolute 1e-4 on pixel coordinates
+// would test the rounding of the last op rather than the graph).
+double max_scaled_diff(const std::vector<float>& a, const Tensor& ref) {
+  const auto r = ref.to_vector<float>();
+  double m = 0;
+  for (size_t k = 0; k < std::min(a.size(), r.size()); ++k)
+    m = std::max(m, std::fabs(static_cast<double>(a[k]) - r[k]) / std::max(1.0, std::fabs(static_cast<double>(r[k]))));
+  return m;
+}
+
+bool have_ort() { return std::system("python3 -c 'import onnxruntime' > /dev/null 2>&1") == 0; }
+
+// Runs `model` in onnxruntime on x; returns output name -> (values as float, or int32 bits).
+struct OrtOut {
+  std::vector<float> f;
+  std::vector<int32_t> i;
+  std::vector<int64_t> shape;
+};
+std::map<std::string, OrtOut> run_ort(const std::string& model, const Tensor& x, const Dir& dir,
+                                      const std::vector<std::string>& names, const std::vector<bool>& is_int) {
+  const std::string in = dir / "input.f32";
+  {
+    const auto v = x.contiguous().to_vector<float>();
+    std::ofstream f(in, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
+  }
+  std::string shape;
+  for (int64_t k = 0; k < x.dim(); ++k) shape += (k ? "," : "") + std::to_string(x.size(k));
+  const std::string log = dir / "ort.log";
+  const int rc = run("python3 " + std::string(Y9_SOURCE_DIR) + "/tests/apps/onnx_ort_run.py " + model + " " + in + " " +
+                         shape + " " + dir.p.string(),
+                     log);
+  EXPECT_EQ(rc, 0) << slurp(log);
+  std::map<std::string, OrtOut> out;
+  for (size_t n = 0; n < names.size(); ++n) {
+    OrtOut o;
+    std::stringstream ss(slurp(dir / (names[n] + ".shape")));
+    for (std::string t; std::getline(ss, t, ',');) o.shape.push_back(std::stoll(t));
+    std::ifstream f(dir / (names[n] + ".bin"), std::ios::binary);
+    const std::string raw((std::istreambuf_iterator<char>(f)), {});
+    if (is_int[n]) {
+      o.i.resize(raw.size() / 4);
+      std::memcpy(o.i.data(), raw.data(), raw.size());
+    } else {
+      o.f.resize(raw.size() / 4);
+      std::memcpy(o.f.data(), raw.data(), raw.size());
+    }
+    out[names[n]] = o;
+  }
+  return out;
+}
+
+#if Y9_HAVE_OPENCV_DNN
+std::vector<float> run_opencv(const std::string& model, const Tensor& x) {
+  cv::dnn::Net net = cv::dnn::readNetFromONNX(model);
+  net.setPreferableBackend(cv::dnn::DNN_BACKEND_OPENCV);
+  net.setPreferableTarget(cv::dnn::DNN_TARGET_CPU);
+  std::vector<int> sz;
+  for (int64_t k = 0; k < x.dim(); ++k) sz.push_back(static_cast<int>(x.size(k)));
+  auto v = x.contiguous().to_vector<float>();
+  cv::Mat blob(static_cast<int>(sz.size()), sz.data(), CV_32F, v.data());
+  net.setInput(blob, "images");
+  cv::Mat out = net.forward("output0");
+  return std::vector<float>(out.ptr<float>(), out.ptr<float>() + out.total());
+}
+#endif
+
+class OnnxExportE2E : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+#if !Y9_WITH_ONNX
+    GTEST_SKIP() << "this build has no ONNX export (libonnx-dev, libprotobuf-dev)";
+#endif
+  }
+};
+
+std::string export_cmd(const std::string& w, const std::string& c, const std::string& out, const std::string& extra) {
+  return bin() + " export --weights " + w + " --cfg " + cfg(c) + " --nc 3 --format onnx --out " + out + " " + extra;
+}
+
+}  // namespace
+
+// FP32 static graph: OpenCV DNN and onnxruntime against the engine within 1e-4.
+TEST_P(OnnxExportE2E, Fp32MatchesOpenCvAndOnnxRuntime) {
+  const std::string c = std::string(GetParam()) + ".yaml";
+  Dir dir(std::string("fp32_") + GetParam());
+  make_weights(c, dir / "w.safetensors");
+  const std::string onnx = dir / "m.onnx", log = dir / "log.txt";
+  ASSERT_EQ(run(export_cmd(dir / "w.safetensors", c, onnx, "--imgsz 160 --simplify"), log), 0) << slurp(log);
+  EXPECT_NE(slurp(log).find("output0 float32 [1, 7, 525]"), std::string::npos) << slurp(log);
+  auto m = fused_model(c, dir / "w.safetensors");
+  Tensor x = testutil::random_tensor({1, 3, 160, 160}, 5, 0.0, 1.0, engine::DType::F32);
+  Tensor ref = forward(*m, x);
+#if Y9_HAVE_OPENCV_DNN
+  {
+    const auto y = run_opencv(onnx, x);
+    const Diff d = max_diff(y, ref);
+    std::printf("[%s fp32 OpenCV DNN] max |diff| boxes %.3g px, scores %.3g; scaled %.3g\n", GetParam(), d.box, d.score,
+                max_scaled_diff(y, ref));
+    EXPECT_LE(max_scaled_diff(y, ref), 1e-4);
+    EXPECT_LE(d.score, 1e-4);
+  }
+#else
+  std::printf("OpenCV DNN not available in this build: its check is skipped\n");
+#endif
+  if (!have_ort()) GTEST_SKIP() << "python3 onnxruntime not installed (python3 -m pip install onnxruntime)";
+  auto o = run_ort(onnx, x, dir, {"output0"}, {false});
+  const Diff d = max_diff(o["output0"].f, ref);
+  std::printf("[%s fp32 onnxruntime] max |diff| boxes %.3g px, scores %.3g; scaled %.3g\n", GetParam(), d.box, d.score,
+              max_scaled_diff(o["output0"].f, ref));
+  EXPECT_LE(max_scaled_diff(o["output0"].f, ref), 1e-4);
+  EXPECT_LE(d.score, 1e-4);
+}
+
+// --half: FP16 weights and I/O. FP16 keeps 11 significant bits and the graph computes in FP16
+// end to end, so the tolerance is 2^-10 relative per op compounded over ~100 layers: we check
+// 2 % of max(1, |ref|) and print the numbers.
+TEST_P(OnnxExportE2E, HalfRunsInOnnxRuntimeAndOpenCv) {
+  const std::string c = std::string(GetParam()) + ".yaml";
+  Dir dir(std::string("half_") + GetParam());
+  make_weights(c, dir / "w.safetensors");
+  const std::string onnx = dir / "m.onnx", log = dir / "log.txt";
+  ASSERT_EQ(run(export_cmd(dir / "w.safetensors", c, onnx, "--imgsz 160 --half"), log), 0) << slurp(log);
+  EXPECT_NE(slurp(log).find("images float16 [1, 3, 160, 160]"), std::string::npos) << slurp(log);
+  auto m = fused_model(c, dir / "w.safetensors");
+  Tensor x = testutil::random_tensor({1, 3, 160, 160}, 5, 0.0, 1.0, engine::DType::F32);
+  Tensor ref = forward(*m, x);
+  if (!have_ort()) GTEST_SKIP() << "python3 onnxruntime not installed";
+  auto o = run_ort(onnx, x, dir, {"output0"}, {false});
+  const Diff d = max_diff(o["output0"].f, ref);
+  std::printf("[%s fp16 onnxruntime] max |diff| boxes %.3g px, scores %.3g; scaled %.3g\n", GetParam(), d.box, d.score,
+              max_scaled_diff(o["output0"].f, ref));
+  EXPECT_LE(max_scaled_diff(o["output0"].f, ref), 2e-2);
+}
+
+// --dynamic: one file, two batch/size combinations, against the engine.
+TEST_P(OnnxExportE2E, DynamicTwoSizes) {
+  const std::string c = std::string(GetParam()) + ".yaml";
+  Dir dir(std::string("dyn_") + GetParam());
+  make_weights(c, dir / "w.safetensors");
+  const std::string onnx = dir / "m.onnx", log = dir / "log.txt";
+  ASSERT_EQ(run(export_cmd(dir / "w.safetensors", c, onnx, "--dynamic"), log), 0) << slurp(log);
+  EXPECT_NE(slurp(log).find("output0 float32 [batch, 7, anchors]"), std::string::npos) << slurp(log);
+  if (!have_ort()) GTEST_SKIP() << "python3 onnxruntime not installed";
+  auto m = fused_model(c, dir / "w.safetensors");
+  const std::vector<std::vector<int64_t>> sizes{{2, 3, 128, 160}, {1, 3, 224, 96}};
+  for (const auto& s : sizes) {
+    Tensor x = testutil::random_tensor(s, 9, 0.0, 1.0, engine::DType::F32);
+    Tensor ref = forward(*m, x);
+    auto o = run_ort(onnx, x, dir, {"output0"}, {false});
+    ASSERT_EQ(o["output0"].shape, ref.shape());
+    const Diff d = max_diff(o["output0"].f, ref);
+    std::printf("[%s dynamic %lldx3x%lldx%lld onnxruntime] max |diff| boxes %.3g px, scores %.3g; scaled %.3g\n",
+                GetParam(), static_cast<long long>(s[0]), static_cast<long long>(s[2]), static_cast<long long>(s[3]),
+                d.box, d.score, max_scaled_diff(o["output0"].f, ref));
+    EXPECT_LE(max_scaled_diff(o["output0"].f, ref), 1e-4);
+  }
+}
+
+// --nms: EfficientNMS-style outputs against ops::non_max_suppression (detect defaults,
+// max_det = K) on the engine's own prediction.
+TEST_P(OnnxExportE2E, NmsMatchesOurNms) {
+  const std::string c = std::string(GetParam()) + ".yaml";
+  Dir dir(std::string("nms_") + GetParam());
+  make_weights(c, dir / "w.safetensors");
+  const std::string onnx = dir / "m.onnx", log = dir / "log.txt";
+  ASSERT_EQ(run(export_cmd(dir / "w.safetensors", c, onnx, "--imgsz 160 --batch-size 2 --nms --topk-all 100"), log), 0)
+      << slurp(log);
+  EXPECT_NE(slurp(log).find("boxes float32 [2, 100, 4]"), std::string::npos) << slurp(log);
+  if (!have_ort()) GTEST_SKIP() << "python3 onnxruntime not installed";
+  auto m = fused_model(c, dir / "w.safetensors");
+  Tensor x = testutil::random_tensor({2, 3, 160, 160}, 21, 0.0, 1.0, engine::DType::F32);
+  Tensor pred = forward(*m, x);
+  ops::NmsOptions no;
+  no.conf_thres = 0.25;
+  no.iou_thres = 0.45;
+  no.max_det = 100;
+  const auto ours = ops::non_max_suppression(pred, no);
+  auto o = run_ort(onnx, x, dir, {"num_dets", "boxes", "scores", "classes"}, {true, false, false, true});
+  ASSERT_EQ(o["num_dets"].shape, (std::vector<int64_t>{2, 1}));
+  ASSERT_EQ(o["boxes"].shape, (std::vector<int64_t>{2, 100, 4}));
+  double max_box = 0, max_score = 0;
+  int64_t total = 0;
+  for (int64_t b = 0; b < 2; ++b) {
+    const Tensor det = ours[static_cast<size_t>(b)].contiguous();
+    const auto dv = det.to_vector<float>();
+    const int64_t n = det.size(0);
+    total += n;
+    ASSERT_EQ(o["num_dets"].i[static_cast<size_t>(b)], n) << "image " << b;
+    ASSERT_GT(n, 0) << "no detections: the test weights should give some";
+    for (int64_t r = 0; r < 100; ++r) {
+      const size_t row = static_cast<size_t>(b * 100 + r);
+      if (r >= n) {  // padding rows are zero
+        EXPECT_EQ(o["scores"].f[row], 0.f);
+        EXPECT_EQ(o["classes"].i[row], 0);
+        continue;
+      }
+      for (int k = 0; k < 4; ++k)
+        max_box = std::max(max_box, static_cast<double>(std::fabs(o["boxes"].f[row * 4 + k] - dv[static_cast<size_t>(r * 6 + k)])));
+      max_score = std::max(max_score, static_cast<double>(std::fabs(o["scores"].f[row] - dv[static_cast<size_t>(r * 6 + 4)])));
+      EXPECT_EQ(o["classes"].i[row], static_cast<int32_t>(dv[static_cast<size_t>(r * 6 + 5)])) << "image " << b << " row " << r;
+    }
+  }
+  std::printf("[%s --nms onnxruntime] %lld detections in 2 images, all matched; max |diff| boxes %.3g px, scores %.3g\n",
+              GetParam(), static_cast<long long>(total), max_box, max_score);
+  EXPECT_LE(max_box, 1e-3);
+  EXPECT_LE(max_score, 1e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, OnnxExportE2E, ::testing::Values("gelan-t", "yolov9-t"));
+
+TEST(OnnxExportE2E, BadFlagsAreClearErrors) {
+#if !Y9_WITH_ONNX
+  GTEST_SKIP() << "this build has no ONNX export";
+#endif
+  Dir dir("bad");
+  make_weights("gelan-t.yaml", dir / "w.safetensors");
+  const std::string log = dir / "log.txt";
+  EXPECT_NE(run(export_cmd(dir / "w.safetensors", "gelan-t.yaml", dir / "m.onnx", "--imgsz 100"), log), 0);
+  EXPECT_NE(slurp(log).find("multiple of the grid stride"), std::string::npos) << slurp(log);
+  EXPECT_NE(run(export_cmd(dir / "w.safetensors", "gelan-t.yaml", dir / "m.onnx", "--opset 11"), log), 0);
+  EXPECT_NE(run(bin() + " export --weights " + (dir / "w.safetensors") + " --format tflite --out x", log), 0);
+}
