@@ -79,7 +79,7 @@ std::shared_ptr<graph::Model> make_weights(const std::string& cfg_name, const st
   for (auto& branch : d->cls_seq)
     for (auto& seq : branch) {
       auto* c = dynamic_cast<graph::Conv2d*>(seq->items.back().get());
-      c->bias.copy_(testutil::random_tensor({c->c2}, ++seed, -4.0, 0.5, engine::DType::F32));
+      c->bias.copy_(testutil::random_tensor({c->c2}, ++seed, -4.0, 1.5, engine::DType::F32));
     }
   training::save_model_weights(*m, path);
   return m;
@@ -244,7 +244,9 @@ TEST_P(OnnxExportE2E, Fp32MatchesOpenCvAndOnnxRuntime) {
 // --half: FP16 weights and I/O. FP16 keeps 11 significant bits and the graph computes in FP16
 // end to end, so the tolerance is 2^-10 relative per op compounded over ~100 layers: we check
 // 2 % of max(1, |ref|) and print the numbers.
-TEST_P(OnnxExportE2E, HalfRunsInOnnxRuntimeAndOpenCv) {
+// OpenCV 4.6's importer cannot read FP16 initializers ("Unsupported data type: FLOAT16"); its
+// FP16 path is an FP32 file with DNN_TARGET_*_FP16, so only onnxruntime runs the --half file.
+TEST_P(OnnxExportE2E, HalfRunsInOnnxRuntime) {
   const std::string c = std::string(GetParam()) + ".yaml";
   Dir dir(std::string("half_") + GetParam());
   make_weights(c, dir / "w.safetensors");
@@ -286,54 +288,107 @@ TEST_P(OnnxExportE2E, DynamicTwoSizes) {
   }
 }
 
-// --nms: EfficientNMS-style outputs against ops::non_max_suppression (detect defaults,
-// max_det = K) on the engine's own prediction.
+// --nms: EfficientNMS-style outputs against ops::non_max_suppression (detect defaults, max_det =
+// K). The exact check runs our NMS on onnxruntime's own prediction (the same file without --nms):
+// random-init weights predict many near-identical boxes whose scores tie to 1e-7, so greedy NMS
+// on the engine's prediction (which differs by float rounding) may keep a different one of two
+// tied boxes; that agreement is printed, not asserted.
 TEST_P(OnnxExportE2E, NmsMatchesOurNms) {
   const std::string c = std::string(GetParam()) + ".yaml";
   Dir dir(std::string("nms_") + GetParam());
   make_weights(c, dir / "w.safetensors");
-  const std::string onnx = dir / "m.onnx", log = dir / "log.txt";
-  ASSERT_EQ(run(export_cmd(dir / "w.safetensors", c, onnx, "--imgsz 160 --batch-size 2 --nms --topk-all 100"), log), 0)
-      << slurp(log);
-  EXPECT_NE(slurp(log).find("boxes float32 [2, 100, 4]"), std::string::npos) << slurp(log);
   if (!have_ort()) GTEST_SKIP() << "python3 onnxruntime not installed";
   auto m = fused_model(c, dir / "w.safetensors");
   Tensor x = testutil::random_tensor({2, 3, 160, 160}, 21, 0.0, 1.0, engine::DType::F32);
-  Tensor pred = forward(*m, x);
   ops::NmsOptions no;
   no.conf_thres = 0.25;
   no.iou_thres = 0.45;
   no.max_det = 100;
-  const auto ours = ops::non_max_suppression(pred, no);
-  auto o = run_ort(onnx, x, dir, {"num_dets", "boxes", "scores", "classes"}, {true, false, false, true});
-  ASSERT_EQ(o["num_dets"].shape, (std::vector<int64_t>{2, 1}));
-  ASSERT_EQ(o["boxes"].shape, (std::vector<int64_t>{2, 100, 4}));
-  double max_box = 0, max_score = 0;
-  int64_t total = 0;
-  for (int64_t b = 0; b < 2; ++b) {
-    const Tensor det = ours[static_cast<size_t>(b)].contiguous();
-    const auto dv = det.to_vector<float>();
-    const int64_t n = det.size(0);
-    total += n;
-    ASSERT_EQ(o["num_dets"].i[static_cast<size_t>(b)], n) << "image " << b;
-    ASSERT_GT(n, 0) << "no detections: the test weights should give some";
-    for (int64_t r = 0; r < 100; ++r) {
-      const size_t row = static_cast<size_t>(b * 100 + r);
-      if (r >= n) {  // padding rows are zero
-        EXPECT_EQ(o["scores"].f[row], 0.f);
-        EXPECT_EQ(o["classes"].i[row], 0);
-        continue;
+  const auto engine_dets = ops::non_max_suppression(forward(*m, x), no);
+  const std::vector<std::pair<std::string, std::string>> variants{
+      {"static", "--imgsz 160 --batch-size 2"}, {"dynamic", "--dynamic"}, {"half", "--imgsz 160 --batch-size 2 --half"}};
+  for (const auto& [what, flags] : variants) {
+    const std::string plain = dir / (what + ".onnx"), with_nms = dir / (what + "_nms.onnx"), log = dir / "log.txt";
+    ASSERT_EQ(run(export_cmd(dir / "w.safetensors", c, plain, flags), log), 0) << slurp(log);
+    ASSERT_EQ(run(export_cmd(dir / "w.safetensors", c, with_nms, flags + " --nms"), log), 0) << slurp(log);
+    EXPECT_NE(slurp(log).find(what == "dynamic" ? "boxes float32 [batch, 100, 4]"
+                              : what == "half"  ? "boxes float16 [2, 100, 4]"
+                                                : "boxes float32 [2, 100, 4]"),
+              std::string::npos)
+        << slurp(log);
+    auto p = run_ort(plain, x, dir, {"output0"}, {false});
+    const auto ours = ops::non_max_suppression(Tensor::from_vector(p["output0"].f, p["output0"].shape), no);
+    auto o = run_ort(with_nms, x, dir, {"num_dets", "boxes", "scores", "classes"}, {true, false, false, true});
+    ASSERT_EQ(o["num_dets"].shape, (std::vector<int64_t>{2, 1}));
+    ASSERT_EQ(o["boxes"].shape, (std::vector<int64_t>{2, 100, 4}));
+    ASSERT_EQ(o["classes"].shape, (std::vector<int64_t>{2, 100}));
+    const double box_tol = what == "half" ? 0.125 : 1e-4;  // FP16 boxes: half an ulp at 256 px
+    double max_box = 0, max_score = 0;
+    int64_t total = 0, class_mismatch = 0, engine_total = 0, engine_match = 0;
+    for (int64_t b = 0; b < 2; ++b) {
+      const auto dv = ours[static_cast<size_t>(b)].contiguous().to_vector<float>();
+      const auto n = static_cast<int64_t>(dv.size() / 6);
+      total += n;
+      ASSERT_GT(n, 0) << "no detections: the test weights should give some";
+      ASSERT_EQ(o["num_dets"].i[static_cast<size_t>(b)], n) << what << " image " << b;
+      for (int64_t r = 0; r < 100; ++r) {
+        const size_t row = static_cast<size_t>(b * 100 + r);
+        if (r >= n) {  // padding rows are zero
+          EXPECT_EQ(o["scores"].f[row], 0.f);
+          EXPECT_EQ(o["classes"].i[row], 0);
+          for (int k = 0; k < 4; ++k) EXPECT_EQ(o["boxes"].f[row * 4 + k], 0.f);
+          continue;
+        }
+        for (int k = 0; k < 4; ++k)
+          max_box = std::max(max_box, static_cast<double>(std::fabs(o["boxes"].f[row * 4 + k] - dv[static_cast<size_t>(r * 6 + k)])));
+        max_score = std::max(max_score, static_cast<double>(std::fabs(o["scores"].f[row] - dv[static_cast<size_t>(r * 6 + 4)])));
+        class_mismatch += o["classes"].i[row] != static_cast<int32_t>(dv[static_cast<size_t>(r * 6 + 5)]);
       }
-      for (int k = 0; k < 4; ++k)
-        max_box = std::max(max_box, static_cast<double>(std::fabs(o["boxes"].f[row * 4 + k] - dv[static_cast<size_t>(r * 6 + k)])));
-      max_score = std::max(max_score, static_cast<double>(std::fabs(o["scores"].f[row] - dv[static_cast<size_t>(r * 6 + 4)])));
-      EXPECT_EQ(o["classes"].i[row], static_cast<int32_t>(dv[static_cast<size_t>(r * 6 + 5)])) << "image " << b << " row " << r;
+      // Agreement with NMS on the engine's own prediction: ONNX rows with an engine detection of
+      // the same class within 0.01 px (FP32 variants; FP16 moves boxes by up to 0.1 px).
+      const auto ev = engine_dets[static_cast<size_t>(b)].contiguous().to_vector<float>();
+      engine_total += static_cast<int64_t>(ev.size() / 6);
+      for (int64_t r = 0; r < o["num_dets"].i[static_cast<size_t>(b)]; ++r) {
+        const size_t row = static_cast<size_t>(b * 100 + r);
+        for (size_t q = 0; q < ev.size() / 6; ++q) {
+          bool same = o["classes"].i[row] == static_cast<int32_t>(ev[q * 6 + 5]);
+          for (int k = 0; k < 4 && same; ++k) same = std::fabs(o["boxes"].f[row * 4 + k] - ev[q * 6 + k]) < (what == "half" ? 0.5 : 0.01);
+          if (same) {
+            ++engine_match;
+            break;
+          }
+        }
+      }
     }
+    std::printf("[%s --nms %s onnxruntime] %lld detections in 2 images, equal to our NMS on its prediction: max |diff| "
+                "boxes %.3g px, scores %.3g, class mismatches %lld; vs our NMS on the engine's prediction: %lld of %lld "
+                "matched\n",
+                GetParam(), what.c_str(), static_cast<long long>(total), max_box, max_score,
+                static_cast<long long>(class_mismatch), static_cast<long long>(engine_match),
+                static_cast<long long>(engine_total));
+    EXPECT_EQ(class_mismatch, 0);
+    EXPECT_LE(max_box, box_tol);
+    EXPECT_LE(max_score, what == "half" ? 1e-3 : 1e-6);
   }
-  std::printf("[%s --nms onnxruntime] %lld detections in 2 images, all matched; max |diff| boxes %.3g px, scores %.3g\n",
-              GetParam(), static_cast<long long>(total), max_box, max_score);
-  EXPECT_LE(max_box, 1e-3);
-  EXPECT_LE(max_score, 1e-5);
+}
+
+// The opset range: the oldest and newest opsets give the same numbers.
+TEST_P(OnnxExportE2E, OpsetRange) {
+  const std::string c = std::string(GetParam()) + ".yaml";
+  Dir dir(std::string("opset_") + GetParam());
+  make_weights(c, dir / "w.safetensors");
+  if (!have_ort()) GTEST_SKIP() << "python3 onnxruntime not installed";
+  auto m = fused_model(c, dir / "w.safetensors");
+  Tensor x = testutil::random_tensor({1, 3, 96, 128}, 3, 0.0, 1.0, engine::DType::F32);
+  Tensor ref = forward(*m, x);
+  for (const char* opset : {"13", "19"}) {
+    const std::string onnx = dir / "m.onnx", log = dir / "log.txt";
+    ASSERT_EQ(run(export_cmd(dir / "w.safetensors", c, onnx, std::string("--imgsz 96 128 --opset ") + opset), log), 0)
+        << slurp(log);
+    auto o = run_ort(onnx, x, dir, {"output0"}, {false});
+    std::printf("[%s opset %s onnxruntime] scaled max diff %.3g\n", GetParam(), opset, max_scaled_diff(o["output0"].f, ref));
+    EXPECT_LE(max_scaled_diff(o["output0"].f, ref), 1e-4);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, OnnxExportE2E, ::testing::Values("gelan-t", "yolov9-t"));
