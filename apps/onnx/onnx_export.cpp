@@ -76,9 +76,7 @@ class Emitter {
     return node(op, in, 1, attrs)[0];
   }
   // Renames the output of the last node (graph outputs carry fixed names).
-  void rename_last_output(const std::string& name) {
-    g_->mutable_node(g_->node_size() - 1)->set_output(0, name);
-  }
+  void rename_last_output(const std::string& name) { g_->mutable_node(g_->node_size() - 1)->set_output(0, name); }
 
   // A float initializer in the compute type (FP32, or FP16 bits rounded to nearest even).
   std::string floats(const std::vector<float>& v, const std::vector<int64_t>& dims, const std::string& hint) {
@@ -164,14 +162,16 @@ std::string conv2d(Emitter& e, const graph::Conv2d& c, const std::string& x, con
 }
 
 std::string conv(Emitter& e, const graph::Conv& c, const std::string& x, const std::string& name) {
-  Y9_CHECK_T(engine::ConfigError, !c.bn, "ONNX export: ", name, " (Conv) still has its BatchNorm; fuse the model first");
+  Y9_CHECK_T(engine::ConfigError, !c.bn, "ONNX export: ", name,
+             " (Conv) still has its BatchNorm; fuse the model first");
   return e.act(conv2d(e, *c.conv, x, name + ".conv"), c.act);
 }
 
 std::string unary(Emitter& e, const graph::UnaryBlock& b, const std::string& x, const std::string& name);
 
 std::string repconv(Emitter& e, const graph::RepConvN& r, const std::string& x, const std::string& name) {
-  Y9_CHECK_T(engine::ConfigError, r.conv != nullptr, "ONNX export: ", name, " (RepConvN) is not fused; fuse the model first");
+  Y9_CHECK_T(engine::ConfigError, r.conv != nullptr, "ONNX export: ", name,
+             " (RepConvN) is not fused; fuse the model first");
   return e.act(conv2d(e, *r.conv, x, name + ".conv"), r.act);
 }
 
@@ -217,13 +217,15 @@ std::string unary(Emitter& e, const graph::UnaryBlock& b, const std::string& x, 
   if (auto* m = dynamic_cast<const graph::ADown*>(&b)) {
     auto [h0, h1] = chunk2(e, avg2(x), m->cv1->conv->c1);
     std::string x1 = conv(e, *m->cv1, h0, name + ".cv1");
-    std::string mp = e.op("MaxPool", {h1}, {ais("kernel_shape", {3, 3}), ais("pads", {1, 1, 1, 1}), ais("strides", {2, 2})});
+    std::string mp =
+        e.op("MaxPool", {h1}, {ais("kernel_shape", {3, 3}), ais("pads", {1, 1, 1, 1}), ais("strides", {2, 2})});
     std::string x2 = conv(e, *m->cv2, mp, name + ".cv2");
     return e.op("Concat", {x1, x2}, {ai("axis", 1)});
   }
   if (auto* m = dynamic_cast<const graph::SP*>(&b)) {
     const int64_t p = m->k / 2;
-    return e.op("MaxPool", {x}, {ais("kernel_shape", {m->k, m->k}), ais("pads", {p, p, p, p}), ais("strides", {m->s, m->s})});
+    return e.op("MaxPool", {x},
+                {ais("kernel_shape", {m->k, m->k}), ais("pads", {p, p, p, p}), ais("strides", {m->s, m->s})});
   }
   if (auto* m = dynamic_cast<const graph::SPPELAN*>(&b)) {
     std::string y0 = conv(e, *m->cv1, x, name + ".cv1");
@@ -236,9 +238,9 @@ std::string unary(Emitter& e, const graph::UnaryBlock& b, const std::string& x, 
     const float s = static_cast<float>(m->scale);
     // nn.Upsample(scale_factor, 'nearest') as torch.onnx writes it; roi and scales as constant
     // initializers (OpenCV's importer needs constant inputs; scales stay FP32 as the spec says).
-    return e.op("Resize", {x, e.floats32({}, {0}, "roi"), e.floats32({1.f, 1.f, s, s}, {4}, "scales")},
-                {as("coordinate_transformation_mode", "asymmetric"), as("mode", "nearest"),
-                 as("nearest_mode", "floor")});
+    return e.op(
+        "Resize", {x, e.floats32({}, {0}, "roi"), e.floats32({1.f, 1.f, s, s}, {4}, "scales")},
+        {as("coordinate_transformation_mode", "asymmetric"), as("mode", "nearest"), as("nearest_mode", "floor")});
   }
   if (dynamic_cast<const graph::Silence*>(&b)) return x;
   Y9_THROW(engine::InternalError, "ONNX export: no emitter for module ", name, " (", b.type_name(), ")");
@@ -253,7 +255,8 @@ struct Level {
 
 // Anchor points [1, 2, A] and strides [1, 4, A] (ops::make_anchors, transposed as in Detect; the
 // strides repeated over the 4 box rows because OpenCV 4.6 cannot broadcast a constant over axis 1).
-std::pair<std::string, std::string> anchors(Emitter& e, const graph::Detect& d, const std::vector<Level>& lv, bool dynamic) {
+std::pair<std::string, std::string> anchors(Emitter& e, const graph::Detect& d, const std::vector<Level>& lv,
+                                            bool dynamic) {
   if (!dynamic) {
     std::vector<float> xs, ys, st;
     for (size_t l = 0; l < lv.size(); ++l)
@@ -302,21 +305,25 @@ std::string detect(Emitter& e, const graph::Detect& d, const std::vector<std::st
   for (int64_t l = 0; l < d.nl; ++l) {
     const auto li = static_cast<size_t>(l);
     const std::string x = xs.at(b * static_cast<size_t>(d.nl) + li);
-    const std::string box = unary(e, *d.box_seq[b][li], x, name + ".cv" + std::to_string(2 + 2 * b) + "." + std::to_string(l));
-    const std::string cls = unary(e, *d.cls_seq[b][li], x, name + ".cv" + std::to_string(3 + 2 * b) + "." + std::to_string(l));
+    const std::string box =
+        unary(e, *d.box_seq[b][li], x, name + ".cv" + std::to_string(2 + 2 * b) + "." + std::to_string(l));
+    const std::string cls =
+        unary(e, *d.cls_seq[b][li], x, name + ".cv" + std::to_string(3 + 2 * b) + "." + std::to_string(l));
     const std::string raw = e.op("Concat", {box, cls}, {ai("axis", 1)});
     lv.push_back({raw, hw[li].first, hw[li].second});
     a_total += hw[li].first * hw[li].second;
-    flat.push_back(e.op("Reshape", {raw, dynamic ? e.ints({0, d.no, -1}) : e.ints({batch, d.no, hw[li].first * hw[li].second})}));
+    flat.push_back(
+        e.op("Reshape", {raw, dynamic ? e.ints({0, d.no, -1}) : e.ints({batch, d.no, hw[li].first * hw[li].second})}));
   }
   const std::string cat = e.op("Concat", flat, {ai("axis", 2)});  // [B, no, A]
   const std::string box = e.slice(cat, 1, 0, 4 * d.reg_max), cls = e.slice(cat, 1, 4 * d.reg_max, d.no);
   // DFL: [B, 4, 16, A] -> transpose(2, 1) -> softmax over the bins -> 1x1 conv with weights 0..15.
   const graph::DFL& dfl = *d.dfl[b];
-  const std::string r4 = e.op("Reshape", {box, dynamic ? e.ints({0, 4, dfl.c1, -1}) : e.ints({batch, 4, dfl.c1, a_total})});
+  const std::string r4 =
+      e.op("Reshape", {box, dynamic ? e.ints({0, 4, dfl.c1, -1}) : e.ints({batch, 4, dfl.c1, a_total})});
   const std::string p = e.op("Softmax", {e.op("Transpose", {r4}, {ais("perm", {0, 2, 1, 3})})}, {ai("axis", 1)});
-  const std::string dist =
-      e.op("Reshape", {conv2d(e, *dfl.conv, p, name + ".dfl.conv"), dynamic ? e.ints({0, 4, -1}) : e.ints({batch, 4, a_total})});
+  const std::string dist = e.op("Reshape", {conv2d(e, *dfl.conv, p, name + ".dfl.conv"),
+                                            dynamic ? e.ints({0, 4, -1}) : e.ints({batch, 4, a_total})});
   const auto [pts, strides] = anchors(e, d, lv, dynamic);
   // dist2bbox(xywh=True) * strides, as graph/forward.cpp computes it.
   const std::string x1y1 = e.op("Sub", {pts, e.slice(dist, 1, 0, 2)});
@@ -338,22 +345,29 @@ std::vector<std::string> nms(Emitter& e, const std::string& pred_t, int64_t nc, 
   const std::string xyxy4 = e.op("Concat", {e.op("Sub", {cxy, half_wh}), e.op("Add", {cxy, half_wh})}, {ai("axis", 1)});
   const std::string xyxy = e.op("Transpose", {xyxy4}, {ais("perm", {0, 2, 1})});  // [B, A, 4]
   // conf, j = scores.max(1): TopK keeps the lower index on ties, like torch.max.
-  const auto best = e.node("TopK", {e.slice(pred, 1, 4, 4 + nc), e.ints({1}, "k")}, 2, {ai("axis", 1), ai("largest", 1), ai("sorted", 1)});
-  const std::string conf = best[0];                                                      // [B, 1, A]
-  const std::string j = e.op("Squeeze", {best[1], e.ints({1}, "axes")});                 // [B, A] int64
-  const std::string conf2 = e.op("Squeeze", {conf, e.ints({1}, "axes")});                // [B, A]
+  const auto best = e.node("TopK", {e.slice(pred, 1, 4, 4 + nc), e.ints({1}, "k")}, 2,
+                           {ai("axis", 1), ai("largest", 1), ai("sorted", 1)});
+  const std::string conf = best[0];                                        // [B, 1, A]
+  const std::string j = e.op("Squeeze", {best[1], e.ints({1}, "axes")});   // [B, A] int64
+  const std::string conf2 = e.op("Squeeze", {conf, e.ints({1}, "axes")});  // [B, A]
   // Boxes offset by class * max_wh (7680) so that one NMS never mixes classes.
-  const std::string off = e.op("Mul", {e.op("Cast", {e.op("Unsqueeze", {j, e.ints({2}, "axes")})}, {ai("to", onnx::TensorProto::FLOAT)}), f32(7680.f)});
+  const std::string off = e.op(
+      "Mul",
+      {e.op("Cast", {e.op("Unsqueeze", {j, e.ints({2}, "axes")})}, {ai("to", onnx::TensorProto::FLOAT)}), f32(7680.f)});
   const std::string boxes_nms = e.op("Add", {xyxy, off});
-  const std::string sel =
-      e.op("NonMaxSuppression", {boxes_nms, conf, e.ints({k}, "max_output_boxes_per_class"),
-                                 e.floats32({static_cast<float>(o.iou_thres)}, {1}, "iou_threshold"),
-                                 e.floats32({static_cast<float>(o.conf_thres)}, {1}, "score_threshold")},
-           {ai("center_point_box", 0)});  // [N, 3] (batch, class 0, box)
+  const std::string sel = e.op("NonMaxSuppression",
+                               {boxes_nms, conf, e.ints({k}, "max_output_boxes_per_class"),
+                                e.floats32({static_cast<float>(o.iou_thres)}, {1}, "iou_threshold"),
+                                e.floats32({static_cast<float>(o.conf_thres)}, {1}, "score_threshold")},
+                               {ai("center_point_box", 0)});  // [N, 3] (batch, class 0, box)
   // keep[b, a] = 1 for the selected boxes (ScatterND of ones into zeros).
   const std::string bi = e.op("Gather", {sel, e.ints({0, 2}, "cols")}, {ai("axis", 1)});  // [N, 2]
   const std::string zeros = e.op("Mul", {conf2, f32(0.f)});
-  const std::string ones = e.op("Add", {e.op("Mul", {e.op("Cast", {e.op("Gather", {sel, e.ints({0}, {}, "col")}, {ai("axis", 1)})}, {ai("to", onnx::TensorProto::FLOAT)}), f32(0.f)}), f32(1.f)});
+  const std::string ones =
+      e.op("Add", {e.op("Mul", {e.op("Cast", {e.op("Gather", {sel, e.ints({0}, {}, "col")}, {ai("axis", 1)})},
+                                     {ai("to", onnx::TensorProto::FLOAT)}),
+                                f32(0.f)}),
+                   f32(1.f)});
   const std::string keep = e.op("ScatterND", {zeros, bi, ones});  // [B, A]
   const std::string keep_b = e.op("Cast", {keep}, {ai("to", onnx::TensorProto::BOOL)});
   const std::string masked = e.op("Where", {keep_b, conf2, f32(-1.f)});
@@ -408,12 +422,13 @@ OnnxModelBytes export_onnx(const graph::Model& model, const OnnxOptions& o) {
   Y9_CHECK_T(engine::ConfigError, o.batch > 0 && o.img_h > 0 && o.img_w > 0, "ONNX export: batch ", o.batch,
              " and image size ", o.img_h, "x", o.img_w, " must be positive");
   const int64_t gs = model.grid_stride();
-  Y9_CHECK_T(engine::ConfigError, o.img_h % gs == 0 && o.img_w % gs == 0, "ONNX export: image size ", o.img_h, "x", o.img_w,
-             " must be a multiple of the grid stride ", gs);
-  Y9_CHECK_T(engine::ConfigError, !o.nms || (o.topk_all > 0 && o.iou_thres >= 0 && o.iou_thres <= 1 && o.conf_thres >= 0 &&
-                                             o.conf_thres <= 1),
-             "ONNX export: --nms needs topk_all > 0 and thresholds in [0, 1] (topk ", o.topk_all, ", iou ", o.iou_thres,
-             ", conf ", o.conf_thres, ")");
+  Y9_CHECK_T(engine::ConfigError, o.img_h % gs == 0 && o.img_w % gs == 0, "ONNX export: image size ", o.img_h, "x",
+             o.img_w, " must be a multiple of the grid stride ", gs);
+  Y9_CHECK_T(
+      engine::ConfigError,
+      !o.nms || (o.topk_all > 0 && o.iou_thres >= 0 && o.iou_thres <= 1 && o.conf_thres >= 0 && o.conf_thres <= 1),
+      "ONNX export: --nms needs topk_all > 0 and thresholds in [0, 1] (topk ", o.topk_all, ", iou ", o.iou_thres,
+      ", conf ", o.conf_thres, ")");
 
   onnx::ModelProto mp;
   mp.set_ir_version(o.opset >= 19 ? 9 : 8);  // IR 8: opsets up to 18 (onnx 1.13); IR 9: opset 19 (onnx 1.14)
@@ -430,7 +445,8 @@ OnnxModelBytes export_onnx(const graph::Model& model, const OnnxOptions& o) {
   const auto dims = model.trace(o.img_h, o.img_w);
   const std::string B = o.dynamic ? "batch" : std::to_string(o.batch);
   OnnxModelBytes out;
-  out.inputs.push_back({"images", dtype_name(e.ftype()),
+  out.inputs.push_back({"images",
+                        dtype_name(e.ftype()),
                         {B, std::to_string(cfg.ch_in), o.dynamic ? "height" : std::to_string(o.img_h),
                          o.dynamic ? "width" : std::to_string(o.img_w)}});
   set_value_info(g->add_input(), out.inputs[0], e.ftype());
@@ -482,9 +498,9 @@ OnnxModelBytes export_onnx(const graph::Model& model, const OnnxOptions& o) {
         const graph::Dims pd = dims[static_cast<size_t>(L.from_abs[r])].at(pi);
         if (pd.h != xd.h) {
           const float s = static_cast<float>(xd.h / pd.h);
-          piece = e.op("Resize", {piece, e.floats32({}, {0}, "roi"), e.floats32({1.f, 1.f, s, s}, {4}, "scales")},
-                       {as("coordinate_transformation_mode", "asymmetric"), as("mode", "nearest"),
-                        as("nearest_mode", "floor")});
+          piece = e.op(
+              "Resize", {piece, e.floats32({}, {0}, "roi"), e.floats32({1.f, 1.f, s, s}, {4}, "scales")},
+              {as("coordinate_transformation_mode", "asymmetric"), as("mode", "nearest"), as("nearest_mode", "floor")});
         }
         sum = sum.empty() ? piece : e.op("Add", {sum, piece});
       }
@@ -500,14 +516,17 @@ OnnxModelBytes export_onnx(const graph::Model& model, const OnnxOptions& o) {
   const int64_t nc = model.nc();
   if (!o.nms) {
     e.rename_last_output("output0");
-    out.outputs.push_back({"output0", dtype_name(e.ftype()), {B, std::to_string(4 + nc), o.dynamic ? "anchors" : std::to_string(num_anchors)}});
+    out.outputs.push_back({"output0",
+                           dtype_name(e.ftype()),
+                           {B, std::to_string(4 + nc), o.dynamic ? "anchors" : std::to_string(num_anchors)}});
     set_value_info(g->add_output(), out.outputs[0], e.ftype());
   } else {
     out.topk = o.dynamic ? o.topk_all : std::min(o.topk_all, num_anchors);
     const std::string K = std::to_string(out.topk);
     const auto res = nms(e, pred, nc, out.topk, o);
     const std::vector<std::string> names{"num_dets", "boxes", "scores", "classes"};
-    const std::vector<TensorProto_DataType> types{onnx::TensorProto::INT32, e.ftype(), e.ftype(), onnx::TensorProto::INT32};
+    const std::vector<TensorProto_DataType> types{onnx::TensorProto::INT32, e.ftype(), e.ftype(),
+                                                  onnx::TensorProto::INT32};
     const std::vector<std::vector<std::string>> shapes{{B, "1"}, {B, K, "4"}, {B, K}, {B, K}};
     for (size_t k = 0; k < 4; ++k) {
       // Route each result to its public name with an Identity (the producing nodes are shared).

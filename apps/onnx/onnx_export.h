@@ -15,16 +15,16 @@ namespace onnx_export {
 /// Options of export_onnx; the defaults are those of the official export.py (opset 17 here,
 /// the NMS thresholds of its end2end path: topk_all 100, iou 0.45, conf 0.25).
 struct OnnxOptions {
-  int64_t opset = 17;          ///< ai.onnx opset, 13..19 (Softmax on one axis and input-axes Squeeze need 13)
-  int64_t batch = 1;           ///< static batch size of "images" (ignored with dynamic)
-  int64_t img_h = 640;         ///< static input height in px, a multiple of the model's grid stride
-  int64_t img_w = 640;         ///< static input width in px, a multiple of the model's grid stride
-  bool dynamic = false;        ///< batch, height, width as dim_params; anchors computed in the graph
-  bool half = false;           ///< FP16 initializers, input and float outputs (the graph computes in FP16)
-  bool nms = false;            ///< NonMaxSuppression inside, EfficientNMS-style outputs
-  int64_t topk_all = 100;      ///< --nms: detections kept per image (K)
-  double iou_thres = 0.45;     ///< --nms: suppress when IoU > iou_thres
-  double conf_thres = 0.25;    ///< --nms: keep a box when its best class score > conf_thres
+  int64_t opset = 17;            ///< ai.onnx opset, 13..19 (Softmax on one axis and input-axes Squeeze need 13)
+  int64_t batch = 1;             ///< static batch size of "images" (ignored with dynamic)
+  int64_t img_h = 640;           ///< static input height in px, a multiple of the model's grid stride
+  int64_t img_w = 640;           ///< static input width in px, a multiple of the model's grid stride
+  bool dynamic = false;          ///< batch, height, width as dim_params; anchors computed in the graph
+  bool half = false;             ///< FP16 initializers, input and float outputs (the graph computes in FP16)
+  bool nms = false;              ///< NonMaxSuppression inside, EfficientNMS-style outputs
+  int64_t topk_all = 100;        ///< --nms: detections kept per image (K)
+  double iou_thres = 0.45;       ///< --nms: suppress when IoU > iou_thres
+  double conf_thres = 0.25;      ///< --nms: keep a box when its best class score > conf_thres
   std::string producer_version;  ///< written as producer_version ("yolov9-cpp <version>")
 };
 
@@ -37,11 +37,11 @@ struct OnnxValueInfo {
 
 /// What export_onnx produced.
 struct OnnxModelBytes {
-  std::string bytes;                  ///< the serialized onnx::ModelProto
-  std::vector<OnnxValueInfo> inputs;  ///< "images"
-  std::vector<OnnxValueInfo> outputs; ///< "output0", or num_dets, boxes, scores, classes with nms
+  std::string bytes;                   ///< the serialized onnx::ModelProto
+  std::vector<OnnxValueInfo> inputs;   ///< "images"
+  std::vector<OnnxValueInfo> outputs;  ///< "output0", or num_dets, boxes, scores, classes with nms
   int64_t nodes = 0, initializers = 0;
-  int64_t topk = 0;                   ///< K actually used with nms (min(topk_all, A) for a static graph)
+  int64_t topk = 0;  ///< K actually used with nms (min(topk_all, A) for a static graph)
 };
 
 /// Emits the ONNX graph of `model`'s eval forward (graph/forward.cpp) for an input

@@ -8,12 +8,12 @@
 #include <unistd.h>
 
 #include <cmath>
-#include <cstring>
-#include <map>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -49,7 +49,8 @@ std::string slurp(const std::string& p) {
 
 struct Dir {
   fs::path p;
-  explicit Dir(const std::string& name) : p(fs::temp_directory_path() / ("y9_onnx_" + name + "_" + std::to_string(::getpid()))) {
+  explicit Dir(const std::string& name)
+      : p(fs::temp_directory_path() / ("y9_onnx_" + name + "_" + std::to_string(::getpid()))) {
     fs::remove_all(p);
     fs::create_directories(p);
   }
@@ -305,8 +306,9 @@ TEST_P(OnnxExportE2E, NmsMatchesOurNms) {
   no.iou_thres = 0.45;
   no.max_det = 100;
   const auto engine_dets = ops::non_max_suppression(forward(*m, x), no);
-  const std::vector<std::pair<std::string, std::string>> variants{
-      {"static", "--imgsz 160 --batch-size 2"}, {"dynamic", "--dynamic"}, {"half", "--imgsz 160 --batch-size 2 --half"}};
+  const std::vector<std::pair<std::string, std::string>> variants{{"static", "--imgsz 160 --batch-size 2"},
+                                                                  {"dynamic", "--dynamic"},
+                                                                  {"half", "--imgsz 160 --batch-size 2 --half"}};
   for (const auto& [what, flags] : variants) {
     const std::string plain = dir / (what + ".onnx"), with_nms = dir / (what + "_nms.onnx"), log = dir / "log.txt";
     ASSERT_EQ(run(export_cmd(dir / "w.safetensors", c, plain, flags), log), 0) << slurp(log);
@@ -340,8 +342,10 @@ TEST_P(OnnxExportE2E, NmsMatchesOurNms) {
           continue;
         }
         for (int k = 0; k < 4; ++k)
-          max_box = std::max(max_box, static_cast<double>(std::fabs(o["boxes"].f[row * 4 + k] - dv[static_cast<size_t>(r * 6 + k)])));
-        max_score = std::max(max_score, static_cast<double>(std::fabs(o["scores"].f[row] - dv[static_cast<size_t>(r * 6 + 4)])));
+          max_box = std::max(
+              max_box, static_cast<double>(std::fabs(o["boxes"].f[row * 4 + k] - dv[static_cast<size_t>(r * 6 + k)])));
+        max_score = std::max(max_score,
+                             static_cast<double>(std::fabs(o["scores"].f[row] - dv[static_cast<size_t>(r * 6 + 4)])));
         class_mismatch += o["classes"].i[row] != static_cast<int32_t>(dv[static_cast<size_t>(r * 6 + 5)]);
       }
       // Agreement with NMS on the engine's own prediction: ONNX rows with an engine detection of
@@ -352,7 +356,8 @@ TEST_P(OnnxExportE2E, NmsMatchesOurNms) {
         const size_t row = static_cast<size_t>(b * 100 + r);
         for (size_t q = 0; q < ev.size() / 6; ++q) {
           bool same = o["classes"].i[row] == static_cast<int32_t>(ev[q * 6 + 5]);
-          for (int k = 0; k < 4 && same; ++k) same = std::fabs(o["boxes"].f[row * 4 + k] - ev[q * 6 + k]) < (what == "half" ? 0.5 : 0.01);
+          for (int k = 0; k < 4 && same; ++k)
+            same = std::fabs(o["boxes"].f[row * 4 + k] - ev[q * 6 + k]) < (what == "half" ? 0.5 : 0.01);
           if (same) {
             ++engine_match;
             break;
@@ -360,12 +365,13 @@ TEST_P(OnnxExportE2E, NmsMatchesOurNms) {
         }
       }
     }
-    std::printf("[%s --nms %s onnxruntime] %lld detections in 2 images, equal to our NMS on its prediction: max |diff| "
-                "boxes %.3g px, scores %.3g, class mismatches %lld; vs our NMS on the engine's prediction: %lld of %lld "
-                "matched\n",
-                GetParam(), what.c_str(), static_cast<long long>(total), max_box, max_score,
-                static_cast<long long>(class_mismatch), static_cast<long long>(engine_match),
-                static_cast<long long>(engine_total));
+    std::printf(
+        "[%s --nms %s onnxruntime] %lld detections in 2 images, equal to our NMS on its prediction: max |diff| "
+        "boxes %.3g px, scores %.3g, class mismatches %lld; vs our NMS on the engine's prediction: %lld of %lld "
+        "matched\n",
+        GetParam(), what.c_str(), static_cast<long long>(total), max_box, max_score,
+        static_cast<long long>(class_mismatch), static_cast<long long>(engine_match),
+        static_cast<long long>(engine_total));
     EXPECT_EQ(class_mismatch, 0);
     EXPECT_LE(max_box, box_tol);
     EXPECT_LE(max_score, what == "half" ? 1e-3 : 1e-6);
@@ -386,7 +392,8 @@ TEST_P(OnnxExportE2E, OpsetRange) {
     ASSERT_EQ(run(export_cmd(dir / "w.safetensors", c, onnx, std::string("--imgsz 96 128 --opset ") + opset), log), 0)
         << slurp(log);
     auto o = run_ort(onnx, x, dir, {"output0"}, {false});
-    std::printf("[%s opset %s onnxruntime] scaled max diff %.3g\n", GetParam(), opset, max_scaled_diff(o["output0"].f, ref));
+    std::printf("[%s opset %s onnxruntime] scaled max diff %.3g\n", GetParam(), opset,
+                max_scaled_diff(o["output0"].f, ref));
     EXPECT_LE(max_scaled_diff(o["output0"].f, ref), 1e-4);
   }
 }
