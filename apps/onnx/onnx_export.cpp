@@ -253,24 +253,27 @@ struct Level {
   int64_t h, w;     // static sizes (trace)
 };
 
-// Anchor points [1, 2, A] and strides [1, 4, A] (ops::make_anchors, transposed as in Detect; the
-// strides repeated over the 4 box rows because OpenCV 4.6 cannot broadcast a constant over axis 1).
+// Anchor points and strides (ops::make_anchors, transposed as in Detect). Static: points [B, 2, A]
+// as an initializer repeated over the batch (OpenCV 4.6 broadcasts a constant operand over neither
+// axis 0 nor 1), no stride tensor (detect() multiplies per level by scalars). Dynamic: points
+// [1, 2, A] and strides [1, 4, A] computed from the map shapes, broadcast over the batch.
 std::pair<std::string, std::string> anchors(Emitter& e, const graph::Detect& d, const std::vector<Level>& lv,
-                                            bool dynamic) {
+                                            int64_t batch, bool dynamic) {
   if (!dynamic) {
-    std::vector<float> xs, ys, st;
+    std::vector<float> xs, ys;
     for (size_t l = 0; l < lv.size(); ++l)
       for (int64_t y = 0; y < lv[l].h; ++y)
         for (int64_t x = 0; x < lv[l].w; ++x) {
           xs.push_back(static_cast<float>(x) + 0.5f);
           ys.push_back(static_cast<float>(y) + 0.5f);
-          st.push_back(static_cast<float>(d.stride[l]));
         }
     const auto a = static_cast<int64_t>(xs.size());
-    xs.insert(xs.end(), ys.begin(), ys.end());
-    std::vector<float> st4;
-    for (int r = 0; r < 4; ++r) st4.insert(st4.end(), st.begin(), st.end());
-    return {e.floats(xs, {1, 2, a}, "anchor_points"), e.floats(st4, {1, 4, a}, "stride_tensor")};
+    std::vector<float> pts;
+    for (int64_t b = 0; b < batch; ++b) {
+      pts.insert(pts.end(), xs.begin(), xs.end());
+      pts.insert(pts.end(), ys.begin(), ys.end());
+    }
+    return {e.floats(pts, {batch, 2, a}, "anchor_points"), ""};  // static strides: per-level scalars
   }
   // Dynamic: the grid of each level from its map's shape (Range + 0.5, broadcast to H x W).
   const std::string zero = e.ints({0}, {}, "zero"), one = e.ints({1}, {}, "one");
@@ -324,13 +327,28 @@ std::string detect(Emitter& e, const graph::Detect& d, const std::vector<std::st
   const std::string p = e.op("Softmax", {e.op("Transpose", {r4}, {ais("perm", {0, 2, 1, 3})})}, {ai("axis", 1)});
   const std::string dist = e.op("Reshape", {conv2d(e, *dfl.conv, p, name + ".dfl.conv"),
                                             dynamic ? e.ints({0, 4, -1}) : e.ints({batch, 4, a_total})});
-  const auto [pts, strides] = anchors(e, d, lv, dynamic);
+  const auto [pts, strides] = anchors(e, d, lv, batch, dynamic);
   // dist2bbox(xywh=True) * strides, as graph/forward.cpp computes it.
   const std::string x1y1 = e.op("Sub", {pts, e.slice(dist, 1, 0, 2)});
   const std::string x2y2 = e.op("Add", {pts, e.slice(dist, 1, 2, 4)});
   const std::string cxy = e.op("Mul", {e.op("Add", {x1y1, x2y2}), e.scalar(0.5f)});
   const std::string wh = e.op("Sub", {x2y2, x1y1});
-  const std::string dbox = e.op("Mul", {e.op("Concat", {cxy, wh}, {ai("axis", 1)}), strides});
+  const std::string xywh = e.op("Concat", {cxy, wh}, {ai("axis", 1)});
+  std::string dbox;
+  if (dynamic) {
+    dbox = e.op("Mul", {xywh, strides});
+  } else {
+    // One scalar Mul per level: the same products, but OpenCV 4.6 cannot multiply by a
+    // non-scalar constant when the batch is > 1.
+    std::vector<std::string> parts;
+    int64_t a0 = 0;
+    for (size_t l = 0; l < lv.size(); ++l) {
+      const int64_t n = lv[l].h * lv[l].w;
+      parts.push_back(e.op("Mul", {e.slice(xywh, 2, a0, a0 + n), e.scalar(static_cast<float>(d.stride[l]))}));
+      a0 += n;
+    }
+    dbox = e.op("Concat", parts, {ai("axis", 2)});
+  }
   return e.op("Concat", {dbox, e.op("Sigmoid", {cls})}, {ai("axis", 1)});
 }
 

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -14,10 +15,11 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
-
 #if Y9_HAVE_OPENCV_DNN
 #include <opencv2/dnn.hpp>
 #endif
@@ -26,6 +28,7 @@
 #include "engine/autograd.h"
 #include "graph/fuse.h"
 #include "graph/model.h"
+#include "io/synth.h"
 #include "ops/nms.h"
 #include "tests/testutil.h"
 
@@ -210,16 +213,17 @@ std::string export_cmd(const std::string& w, const std::string& c, const std::st
 
 }  // namespace
 
-// FP32 static graph: OpenCV DNN and onnxruntime against the engine within 1e-4.
+// FP32 static graph (batch 2): OpenCV DNN and onnxruntime against the engine within 1e-4.
 TEST_P(OnnxExportE2E, Fp32MatchesOpenCvAndOnnxRuntime) {
   const std::string c = std::string(GetParam()) + ".yaml";
   Dir dir(std::string("fp32_") + GetParam());
   make_weights(c, dir / "w.safetensors");
   const std::string onnx = dir / "m.onnx", log = dir / "log.txt";
-  ASSERT_EQ(run(export_cmd(dir / "w.safetensors", c, onnx, "--imgsz 160 --simplify"), log), 0) << slurp(log);
-  EXPECT_NE(slurp(log).find("output0 float32 [1, 7, 525]"), std::string::npos) << slurp(log);
+  ASSERT_EQ(run(export_cmd(dir / "w.safetensors", c, onnx, "--imgsz 160 --batch-size 2 --simplify"), log), 0)
+      << slurp(log);
+  EXPECT_NE(slurp(log).find("output0 float32 [2, 7, 525]"), std::string::npos) << slurp(log);
   auto m = fused_model(c, dir / "w.safetensors");
-  Tensor x = testutil::random_tensor({1, 3, 160, 160}, 5, 0.0, 1.0, engine::DType::F32);
+  Tensor x = testutil::random_tensor({2, 3, 160, 160}, 5, 0.0, 1.0, engine::DType::F32);
   Tensor ref = forward(*m, x);
 #if Y9_HAVE_OPENCV_DNN
   {
@@ -411,4 +415,103 @@ TEST(OnnxExportE2E, BadFlagsAreClearErrors) {
   EXPECT_NE(slurp(log).find("multiple of the grid stride"), std::string::npos) << slurp(log);
   EXPECT_NE(run(export_cmd(dir / "w.safetensors", "gelan-t.yaml", dir / "m.onnx", "--opset 11"), log), 0);
   EXPECT_NE(run(bin() + " export --weights " + (dir / "w.safetensors") + " --format tflite --out x", log), 0);
+}
+
+// Trained weights (a 6-epoch `yolov9 train` of gelan-t on a synthetic set, as the other e2e tests
+// train): predictions are no longer degenerate, so NMS inside the file must give the boxes of our
+// NMS on the engine's own prediction, on real images (OpenCV DNN and onnxruntime for output0).
+TEST(OnnxExportE2E, TrainedGelanTOnImages) {
+#if !Y9_WITH_ONNX
+  GTEST_SKIP() << "this build has no ONNX export";
+#endif
+  Dir dir("trained");
+  io::SynthOptions so;
+  so.out_dir = dir / "data";
+  so.n_train = 64;
+  so.n_val = 4;
+  so.img_size = 128;
+  so.seed = 3;
+  io::write_synth_dataset(so);
+  const std::string log = dir / "log.txt";
+  ASSERT_EQ(run("OMP_NUM_THREADS=2 " + bin() + " train --cfg gelan-t.yaml --data " + (dir / "data") +
+                    "/data.yaml --img 128 --batch 16 --epochs 6 --workers 1 --project " + (dir / "runs") +
+                    " --name t --exist-ok",
+                log),
+            0)
+      << slurp(log);
+  const std::string best = dir / "runs/t/weights/best.safetensors", plain = dir / "plain.safetensors";
+  ASSERT_EQ(run(bin() + " export --weights " + best + " --out " + plain, log), 0) << slurp(log);
+  ASSERT_EQ(
+      run(bin() + " export --weights " + best + " --format onnx --imgsz 128 --batch-size 4 --out " + (dir / "p.onnx"),
+          log),
+      0)
+      << slurp(log);
+  ASSERT_EQ(run(bin() + " export --weights " + best +
+                    " --format onnx --imgsz 128 --batch-size 4 --nms --conf-thres 0.001 --out " + (dir / "n.onnx"),
+                log),
+            0)
+      << slurp(log);
+  // The 4 validation images (128 x 128, RGB in [0, 1], NCHW).
+  std::vector<float> pix;
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(dir.p / "data" / "images" / "val")) files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  ASSERT_EQ(files.size(), 4u);
+  for (const auto& f : files) {
+    cv::Mat bgr = cv::imread(f), rgb;
+    ASSERT_EQ(bgr.rows, 128);
+    cv::cvtColor(bgr, rgb, cv::COLOR_BGR2RGB);
+    for (int c = 0; c < 3; ++c)
+      for (int y = 0; y < 128; ++y)
+        for (int x = 0; x < 128; ++x) pix.push_back(rgb.at<cv::Vec3b>(y, x)[c] / 255.f);
+  }
+  const Tensor x = Tensor::from_vector(pix, {4, 3, 128, 128});
+  auto m = fused_model("gelan-t.yaml", plain);
+  const Tensor ref = forward(*m, x);
+#if Y9_HAVE_OPENCV_DNN
+  {
+    const auto y = run_opencv(dir / "p.onnx", x);
+    const Diff d = max_diff(y, ref);
+    std::printf("[trained gelan-t fp32 OpenCV DNN] max |diff| boxes %.3g px, scores %.3g; scaled %.3g\n", d.box,
+                d.score, max_scaled_diff(y, ref));
+    EXPECT_LE(max_scaled_diff(y, ref), 1e-4);
+  }
+#endif
+  if (!have_ort()) GTEST_SKIP() << "python3 onnxruntime not installed";
+  auto p = run_ort(dir / "p.onnx", x, dir, {"output0"}, {false});
+  const Diff d = max_diff(p["output0"].f, ref);
+  std::printf("[trained gelan-t fp32 onnxruntime] max |diff| boxes %.3g px, scores %.3g; scaled %.3g\n", d.box, d.score,
+              max_scaled_diff(p["output0"].f, ref));
+  EXPECT_LE(max_scaled_diff(p["output0"].f, ref), 1e-4);
+
+  ops::NmsOptions no;
+  no.conf_thres = 0.001;
+  no.max_det = 100;
+  const auto ours = ops::non_max_suppression(ref, no);
+  auto o = run_ort(dir / "n.onnx", x, dir, {"num_dets", "boxes", "scores", "classes"}, {true, false, false, true});
+  double max_box = 0, max_score = 0;
+  int64_t total = 0;
+  for (int64_t b = 0; b < 4; ++b) {
+    const auto dv = ours[static_cast<size_t>(b)].contiguous().to_vector<float>();
+    const auto n = static_cast<int64_t>(dv.size() / 6);
+    total += n;
+    ASSERT_EQ(o["num_dets"].i[static_cast<size_t>(b)], n) << "image " << b;
+    for (int64_t r = 0; r < n; ++r) {
+      const size_t row = static_cast<size_t>(b * 100 + r);
+      for (int k = 0; k < 4; ++k)
+        max_box = std::max(
+            max_box, static_cast<double>(std::fabs(o["boxes"].f[row * 4 + k] - dv[static_cast<size_t>(r * 6 + k)])));
+      max_score =
+          std::max(max_score, static_cast<double>(std::fabs(o["scores"].f[row] - dv[static_cast<size_t>(r * 6 + 4)])));
+      EXPECT_EQ(o["classes"].i[row], static_cast<int32_t>(dv[static_cast<size_t>(r * 6 + 5)]))
+          << "image " << b << " row " << r;
+    }
+  }
+  std::printf(
+      "[trained gelan-t --nms onnxruntime vs our NMS on the engine's prediction] %lld detections in 4 images, "
+      "max |diff| boxes %.3g px, scores %.3g\n",
+      static_cast<long long>(total), max_box, max_score);
+  EXPECT_GT(total, 0);
+  EXPECT_LE(max_box, 1e-3);
+  EXPECT_LE(max_score, 1e-5);
 }
