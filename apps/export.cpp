@@ -149,7 +149,9 @@ int run_export(const ExportOptions& o) {
 void register_export(CLI::App& app) {
   static ExportOptions o;  // CLI11 binds options to storage that outlives parsing
   add_command(
-      app, "export", "export a model (--reparam removes the PGI branch, --fuse folds Conv+BN and RepConvN)",
+      app, "export",
+      "export a model (--reparam removes the PGI branch, --fuse folds Conv+BN and RepConvN; --format onnx writes the "
+      "fused inference graph as ONNX)",
       [](CLI::App& sub) {
         sub.add_option("--weights", o.weights, "input weights (safetensors, official state_dict names)")->required();
         sub.add_option("--cfg", o.cfg,

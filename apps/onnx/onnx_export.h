@@ -52,8 +52,8 @@ struct OnnxModelBytes {
 /// class scores; A = sum over levels of H/s * W/s), equal to Model::forward(x).decoded[0] up to
 /// float rounding: the same op sequence (Conv with bias, SiLU as Sigmoid*Mul, Slice for chunk and
 /// split, Concat, MaxPool, AveragePool, nearest Resize, Add; DFL as Reshape, Transpose, Softmax
-/// and the fixed 1x1 Conv; dist2bbox with the anchors and strides as initializers, or computed from
-/// the feature-map shapes with dynamic).
+/// and the fixed 1x1 Conv; dist2bbox with the anchor grid as an initializer and per-level scalar
+/// strides, or both computed from the feature-map shapes with dynamic).
 /// Outputs with nms (the official non_max_suppression with agnostic=False, multi_label=False:
 /// best class per box, class-offset boxes, ONNX NonMaxSuppression, then the top K by score):
 ///   num_dets [B, 1] int32; boxes [B, K, 4] x1, y1, x2, y2 in input pixels; scores [B, K];

@@ -141,6 +141,15 @@ double max_scaled_diff(const std::vector<float>& a, const Tensor& ref) {
   return m;
 }
 
+// Image side of the FP32 and --half checks: 160, or Y9_ONNX_TEST_IMG (e.g. 640 for the deployment size).
+int64_t test_img() {
+  const char* v = std::getenv("Y9_ONNX_TEST_IMG");
+  return v ? std::stoll(v) : 160;
+}
+std::string num_anchors(int64_t img) {
+  return std::to_string((img / 8) * (img / 8) + (img / 16) * (img / 16) + (img / 32) * (img / 32));
+}
+
 bool have_ort() { return std::system("python3 -c 'import onnxruntime' > /dev/null 2>&1") == 0; }
 
 // Runs `model` in onnxruntime on x; returns output name -> (values as float, or int32 bits).
@@ -219,11 +228,15 @@ TEST_P(OnnxExportE2E, Fp32MatchesOpenCvAndOnnxRuntime) {
   Dir dir(std::string("fp32_") + GetParam());
   make_weights(c, dir / "w.safetensors");
   const std::string onnx = dir / "m.onnx", log = dir / "log.txt";
-  ASSERT_EQ(run(export_cmd(dir / "w.safetensors", c, onnx, "--imgsz 160 --batch-size 2 --simplify"), log), 0)
+  const int64_t img = test_img();
+  ASSERT_EQ(
+      run(export_cmd(dir / "w.safetensors", c, onnx, "--imgsz " + std::to_string(img) + " --batch-size 2 --simplify"),
+          log),
+      0)
       << slurp(log);
-  EXPECT_NE(slurp(log).find("output0 float32 [2, 7, 525]"), std::string::npos) << slurp(log);
+  EXPECT_NE(slurp(log).find("output0 float32 [2, 7, " + num_anchors(img) + "]"), std::string::npos) << slurp(log);
   auto m = fused_model(c, dir / "w.safetensors");
-  Tensor x = testutil::random_tensor({2, 3, 160, 160}, 5, 0.0, 1.0, engine::DType::F32);
+  Tensor x = testutil::random_tensor({2, 3, img, img}, 5, 0.0, 1.0, engine::DType::F32);
   Tensor ref = forward(*m, x);
 #if Y9_HAVE_OPENCV_DNN
   {
@@ -256,10 +269,13 @@ TEST_P(OnnxExportE2E, HalfRunsInOnnxRuntime) {
   Dir dir(std::string("half_") + GetParam());
   make_weights(c, dir / "w.safetensors");
   const std::string onnx = dir / "m.onnx", log = dir / "log.txt";
-  ASSERT_EQ(run(export_cmd(dir / "w.safetensors", c, onnx, "--imgsz 160 --half"), log), 0) << slurp(log);
-  EXPECT_NE(slurp(log).find("images float16 [1, 3, 160, 160]"), std::string::npos) << slurp(log);
+  const int64_t img = test_img();
+  ASSERT_EQ(run(export_cmd(dir / "w.safetensors", c, onnx, "--imgsz " + std::to_string(img) + " --half"), log), 0)
+      << slurp(log);
+  const std::string is = std::to_string(img);
+  EXPECT_NE(slurp(log).find("images float16 [1, 3, " + is + ", " + is + "]"), std::string::npos) << slurp(log);
   auto m = fused_model(c, dir / "w.safetensors");
-  Tensor x = testutil::random_tensor({1, 3, 160, 160}, 5, 0.0, 1.0, engine::DType::F32);
+  Tensor x = testutil::random_tensor({1, 3, img, img}, 5, 0.0, 1.0, engine::DType::F32);
   Tensor ref = forward(*m, x);
   if (!have_ort()) GTEST_SKIP() << "python3 onnxruntime not installed";
   auto o = run_ort(onnx, x, dir, {"output0"}, {false});
