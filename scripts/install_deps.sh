@@ -10,6 +10,7 @@ PKGS=(
   libyaml-cpp-dev libopencv-dev libjpeg-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin
+  libonnx-dev libprotobuf-dev protobuf-compiler  # export --format onnx (onnx-ml.pb.h, onnx_proto)
   clang libclang-rt-14-dev  # scripts/fuzz.sh: libFuzzer, ASan, UBSan
 )
 missing=()
@@ -26,6 +27,10 @@ else
 fi
 
 # Reference tools for tests (optional: the tests that use them skip when absent).
+# onnxruntime + onnx: tests/apps/onnx_export_e2e_test.cpp runs exported files in onnxruntime.
+if command -v python3 >/dev/null 2>&1 && ! python3 -c "import onnxruntime, onnx" >/dev/null 2>&1; then
+  python3 -m pip install -q onnxruntime onnx >/dev/null 2>&1 || echo "install_deps: onnxruntime not installed (the ONNX tests' onnxruntime checks will skip)"
+fi
 if command -v python3 >/dev/null 2>&1 && ! python3 -c "import pycocotools" >/dev/null 2>&1; then
   python3 -m pip install -q pycocotools >/dev/null 2>&1 || echo "install_deps: pycocotools not installed (its cross-check test will skip)"
 fi
