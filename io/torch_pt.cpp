@@ -824,7 +824,7 @@ Checkpoint torch_pt_checkpoint(const TorchPt& pt) {
         for (const auto& [k, v] : names->dict) j.push_back(v->kind == Kind::Str ? v->s : std::string("?"));
       else
         for (PtValue v : names->items) j.push_back(v->kind == Kind::Str ? v->s : std::string("?"));
-      ck.meta["names"] = j.dump();
+      ck.meta["names"] = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);  // any bytes
     }
   }
   auto num = [&](const char* key) {

@@ -311,6 +311,9 @@ void Trainer::setup_resume() {
                                    : o_.resume;
   if (fs::is_directory(resume_path_)) resume_path_ = (fs::path(resume_path_) / "weights" / "last.safetensors").string();
   rck_ = io::load_checkpoint(resume_path_);
+  Y9_CHECK_T(engine::ConfigError, !rck_.meta.count("source") || rck_.meta.at("source") != "torch-pt", resume_path_,
+             ": --resume of an official PyTorch .pt is not supported (its optimizer state is not converted); "
+             "fine-tune from it with --weights instead");
   Y9_CHECK_T(engine::ConfigError, rck_.meta.count("opt") && !rck_.optim.empty(), resume_path_,
              ": not a resumable training checkpoint (no options or optimizer state)");
   const int64_t done = io::meta_int(rck_, "epoch", resume_path_, -1, kMaxEpochs);

@@ -74,3 +74,33 @@ save({'model': m.half(), 'ema': None, 'updates': None, 'optimizer': None, 'epoch
 save({'model': Tiny(), 'ema': ema, 'updates': 3, 'epoch': 4, 'date': None}, 'tiny_ema.pt')
 save(collections.OrderedDict(m.float().state_dict()), 'state_dict.pt')
 save({'foo': 1}, 'not_yolo.pt')
+
+# 4. a real (tiny) official YOLO checkpoint, only with YOLOV9_OFFICIAL=<checkout of
+# WongKinYiu/yolov9>: models.yolo.DetectionModel of a 4-layer YAML with a DDetect head (nc 2), saved
+# as train_dual.py saves last.pt (model + EMA in FP16, an SGD state_dict (no momentum: size), opt,
+# a numpy best_fitness), for tests/apps/torch_pt_e2e_test.cpp (export, detect, train --weights).
+official = os.environ.get('YOLOV9_OFFICIAL')
+if official:
+    import argparse
+    from copy import deepcopy
+
+    import numpy as np
+    sys.path.insert(0, official)
+    import models.yolo as yolo
+    cfg = {'nc': 2, 'depth_multiple': 1.0, 'width_multiple': 1.0, 'anchors': 3,
+           'backbone': [[-1, 1, 'Conv', [8, 3, 2]], [-1, 1, 'Conv', [16, 3, 2]], [-1, 1, 'AConv', [16]]],
+           'head': [[-1, 1, 'nn.Upsample', ['None', 2, 'nearest']], [-1, 1, 'Conv', [16, 3, 2]],
+                    [[4], 1, 'DDetect', ['nc']]]}
+    torch.manual_seed(0)
+    model = yolo.Model(cfg, ch=3, nc=2)
+    model.names = ['a', 'b']
+    with torch.no_grad():
+        model.model[-1].cv3[0][-1].bias.copy_(torch.tensor([1.0, -1.0]))  # something to detect
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    model(torch.rand(1, 3, 32, 32))[0].sum().backward()
+    opt.step()
+    model.eval()
+    ns = argparse.Namespace(epochs=1, img=32)
+    save({'epoch': 0, 'best_fitness': np.array([0.25]), 'model': deepcopy(model).half(),
+          'ema': deepcopy(model).half(), 'updates': 1, 'optimizer': opt.state_dict(), 'opt': vars(ns),
+          'ns': ns, 'git': {}, 'date': '2024-06-01T00:00:00'}, 'tiny_yolo.pt')

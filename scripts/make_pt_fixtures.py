@@ -1,0 +1,221 @@
+"""Makes official PyTorch YOLOv9 checkpoints and the official outputs on them, for the .pt reader's
+parity test (tests/io/torch_pt_ref_test.cpp, env Y9_PT_FIXTURES). Runs the official code itself
+(nothing of it is copied here) with Debian's python3-torch:
+
+    YOLOV9_OFFICIAL=/work/official /usr/bin/python3 scripts/make_pt_fixtures.py /work/pt-fixtures
+    Y9_PT_FIXTURES=/work/pt-fixtures ctest --test-dir build -R torch_pt_ref
+
+Writes, in the output folder (keep it OUTSIDE the repository):
+  yolov9-t-stripped.pt   (a) yolov9-t as the official strip_optimizer leaves it: FP16 model, ema None
+  last.pt                (b) a full last.pt of a real `train_dual.py --epochs 1` run (CPU, 64 px, 4
+                             images, fine-tuned from (a)): model + EMA (FP16), optimizer state, opt
+  gelan-s-converted.pt   (c) gelan-s saved as the official reparameterization notebook saves
+                             converted models ({'model': model.half(), 'ema': None, 'epoch': -1, ...})
+  images/                3 coco128 images;  val/ a dataset of them whose labels are (a)'s own
+                         detections, jittered (so mAP is far from 0); val/data.yaml
+  reference.json         per checkpoint: the official NMS output per image (letterboxed-input
+                         pixels, unrounded, as detect.py/detect_dual.py compute it before
+                         scale_boxes), and the official val_dual.py / val.py run() metrics
+                         (mp, mr, map50, map) on val/.
+
+Random weights detect nothing (the class biases start at log(5/nc/(640/s)^2)), so (a) and (c) get
+seeded perturbations of their BatchNorm statistics and class biases first; they are otherwise the
+official models.
+"""
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+from copy import deepcopy
+from pathlib import Path
+
+import numpy as np
+
+ROOT = os.environ.get("YOLOV9_OFFICIAL")
+if not ROOT or not os.path.isdir(ROOT):
+    sys.exit("set YOLOV9_OFFICIAL to a checkout of WongKinYiu/yolov9")
+if len(sys.argv) != 2:
+    sys.exit("usage: make_pt_fixtures.py OUT_DIR")
+OUT = Path(sys.argv[1]).resolve()
+COCO = Path(os.environ.get("YOLOV9_COCO128", Path(__file__).resolve().parents[1] / ".." / "shared/data/coco128")).resolve()
+os.environ.setdefault("YOLOV5_CONFIG_DIR", tempfile.mkdtemp(prefix="y9_ptfix_cfg_"))
+sys.path.insert(0, ROOT)
+
+import torch  # noqa: E402
+import yaml  # noqa: E402
+
+import models.yolo as yolo  # noqa: E402
+from models.common import DetectMultiBackend  # noqa: E402
+from utils.dataloaders import LoadImages  # noqa: E402
+from utils.general import LOGGER, non_max_suppression, strip_optimizer  # noqa: E402
+
+import utils.general  # noqa: E402
+
+utils.general.check_font = lambda *a, **k: None  # no font download (offline machines)
+LOGGER.setLevel(40)
+torch.set_num_threads(2)
+IMAGES = ["000000000009.jpg", "000000000025.jpg", "000000000030.jpg"]
+NAMES = yaml.safe_load(open(COCO / "coco128.yaml"))["names"]
+NAMES = [NAMES[i] for i in range(len(NAMES))] if isinstance(NAMES, dict) else NAMES
+
+
+def perturb(model, seed):
+    """Seeded BatchNorm statistics and class biases so that the model detects something."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.copy_(torch.randn(m.running_mean.shape, generator=g) * 0.1)
+                m.running_var.copy_(torch.rand(m.running_var.shape, generator=g) + 0.5)
+                m.weight.copy_(1 + torch.randn(m.weight.shape, generator=g) * 0.1)
+                m.bias.copy_(torch.randn(m.bias.shape, generator=g) * 0.1)
+        for m in model.modules():
+            if type(m).__name__ in ("DDetect", "DualDDetect"):
+                for seqs in [getattr(m, "cv3", []), getattr(m, "cv5", [])]:
+                    for s in seqs:
+                        s[-1].bias.copy_(torch.rand(s[-1].bias.shape, generator=g) * 6 - 4.5)
+
+
+def save_like_train(model, path):
+    """The dict train_dual.py saves (model and EMA FP16), then the official strip_optimizer."""
+    ckpt = {"epoch": 0, "best_fitness": None, "model": deepcopy(model).half(), "ema": deepcopy(model).half(),
+            "updates": 1, "optimizer": None, "opt": {}, "git": None, "date": "2024-06-01T00:00:00"}
+    torch.save(ckpt, path)
+    strip_optimizer(path)
+
+
+def make_a():
+    torch.manual_seed(1)
+    m = yolo.Model(str(Path(ROOT) / "models/detect/yolov9-t.yaml"), ch=3, nc=80)
+    m.names = NAMES
+    perturb(m, 11)
+    save_like_train(m.eval(), OUT / "yolov9-t-stripped.pt")
+
+
+def make_c():
+    torch.manual_seed(3)
+    m = yolo.Model(str(Path(ROOT) / "models/detect/gelan-s.yaml"), ch=3, nc=80)
+    m.names = NAMES
+    perturb(m, 33)
+    # tools/reparameterization.ipynb: the converted checkpoint
+    ckpt = {"model": deepcopy(m.eval()).half(), "optimizer": None, "best_fitness": None, "ema": None, "updates": None,
+            "opt": None, "git": None, "date": None, "epoch": -1}
+    torch.save(ckpt, OUT / "gelan-s-converted.pt")
+
+
+def make_b():
+    data = OUT / "train-data"
+    shutil.rmtree(data, ignore_errors=True)
+    (data / "images").mkdir(parents=True)
+    (data / "labels").mkdir(parents=True)
+    for name in ["000000000009.jpg", "000000000025.jpg", "000000000030.jpg", "000000000034.jpg"]:
+        shutil.copy(COCO / "images/train2017" / name, data / "images")
+        lab = COCO / "labels/train2017" / (Path(name).stem + ".txt")
+        if lab.exists():
+            shutil.copy(lab, data / "labels")
+    (data / "data.yaml").write_text(yaml.safe_dump({"path": str(data), "train": "images", "val": "images",
+                                                    "nc": 80, "names": NAMES}))
+    runs = OUT / "train-runs"
+    shutil.rmtree(runs, ignore_errors=True)
+    # The official run, with strip_optimizer disabled so that last.pt keeps its optimizer and EMA
+    # (the state of a checkpoint written during training).
+    # Debian has no tensorboard package: the loggers get an inert SummaryWriter; no font download.
+    code = ("import sys, types; tb = types.ModuleType('torch.utils.tensorboard'); "
+            "tb.SummaryWriter = type('SummaryWriter', (), {'__init__': lambda s, *a, **k: None, "
+            "'__getattr__': lambda s, n: (lambda *a, **k: None)}); sys.modules['torch.utils.tensorboard'] = tb; "
+            "import utils.general as g; g.strip_optimizer = lambda *a, **k: None; g.check_font = lambda *a, **k: None; "
+            "import train_dual; opt = train_dual.parse_opt(); train_dual.main(opt)")
+    args = [sys.executable, "-c", code, "--weights", str(OUT / "yolov9-t-stripped.pt"), "--cfg",
+            "models/detect/yolov9-t.yaml", "--data", str(data / "data.yaml"), "--hyp",
+            "data/hyps/hyp.scratch-high.yaml", "--epochs", "1", "--batch-size", "2", "--img", "64", "--device",
+            "cpu", "--workers", "0", "--project", str(runs), "--name", "exp", "--exist-ok", "--noplots"]
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    subprocess.run(args, cwd=ROOT, env=env, check=True)
+    shutil.copy(runs / "exp/weights/last.pt", OUT / "last.pt")
+
+
+def letterboxed(stride):
+    return [(Path(p).name, im) for p, im, _, _, _ in LoadImages(str(OUT / "images"), img_size=640, stride=stride,
+                                                                   auto=True)]
+
+
+def official_detect(weights, dual):
+    """detect_dual.py (dual heads) / detect.py: DetectMultiBackend, LoadImages, forward, NMS."""
+    model = DetectMultiBackend(str(weights), device=torch.device("cpu"), fuse=True)
+    out = {}
+    for name, im in letterboxed(model.stride):
+        x = torch.from_numpy(im).float()[None] / 255
+        with torch.no_grad():
+            pred = model(x)
+        pred = pred[0][1] if dual else pred[0]
+        det = non_max_suppression(pred, 0.25, 0.45, None, False, max_det=1000)[0]
+        out[name] = {"shape": list(x.shape), "det": det.tolist()}
+    return out
+
+
+def make_val_set(det):
+    """val/: the 3 images, labelled with (a)'s detections, every other box shifted by 3%."""
+    val = OUT / "val"
+    shutil.rmtree(val, ignore_errors=True)
+    (val / "images").mkdir(parents=True)
+    (val / "labels").mkdir(parents=True)
+    rnd = random.Random(5)
+    for name in IMAGES:
+        shutil.copy(OUT / "images" / name, val / "images")
+        import cv2
+        h0, w0 = cv2.imread(str(OUT / "images" / name)).shape[:2]
+        _, _, hh, ww = det[name]["shape"]
+        gain = min(hh / h0, ww / w0)
+        pw, ph = (ww - w0 * gain) / 2, (hh - h0 * gain) / 2
+        lines = []
+        for k, (x1, y1, x2, y2, conf, c) in enumerate(det[name]["det"][:20]):
+            x1, x2 = [min(max((v - pw) / gain, 0), w0) for v in (x1, x2)]
+            y1, y2 = [min(max((v - ph) / gain, 0), h0) for v in (y1, y2)]
+            cx, cy, w, h = (x1 + x2) / 2 / w0, (y1 + y2) / 2 / h0, (x2 - x1) / w0, (y2 - y1) / h0
+            if k % 2:
+                cx, cy = cx + rnd.uniform(-0.03, 0.03) * w, cy + rnd.uniform(-0.03, 0.03) * h
+            if w > 0.002 and h > 0.002:
+                lines.append(f"{int(c)} {min(max(cx, 0), 1):.6f} {min(max(cy, 0), 1):.6f} {w:.6f} {h:.6f}")
+        (val / "labels" / (Path(name).stem + ".txt")).write_text("\n".join(lines) + "\n")
+    (val / "data.yaml").write_text(yaml.safe_dump({"path": str(val), "train": "images", "val": "images", "nc": 80,
+                                                   "names": NAMES}))
+
+
+def official_val(weights, dual):
+    import val as val_single
+    import val_dual
+    run = val_dual.run if dual else val_single.run
+    (mp, mr, map50, map_, *_), _, _ = run(data=str(OUT / "val/data.yaml"), weights=str(weights), batch_size=2,
+                                          imgsz=640, conf_thres=0.001, iou_thres=0.7, device="cpu", workers=0,
+                                          half=False, plots=False, project=str(OUT / "val-runs"), name="exp",
+                                          exist_ok=True)
+    return {"mp": mp, "mr": mr, "map50": map50, "map": map_}
+
+
+def main():
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "images").mkdir(exist_ok=True)
+    for name in IMAGES:
+        shutil.copy(COCO / "images/train2017" / name, OUT / "images")
+    if os.environ.get("Y9_PT_FIXTURES_REUSE") != "1" or not (OUT / "last.pt").exists():  # reuse: re-run the outputs only
+        make_a()
+        make_c()
+        make_b()
+    ckpts = {"yolov9-t-stripped.pt": True, "last.pt": True, "gelan-s-converted.pt": False}
+    ref = {"torch": torch.__version__, "images": IMAGES, "checkpoints": {}}
+    for name, dual in ckpts.items():
+        ref["checkpoints"][name] = {"dual": dual, "detect": official_detect(OUT / name, dual)}
+        if name == "yolov9-t-stripped.pt":
+            make_val_set(ref["checkpoints"][name]["detect"])
+    for name, dual in ckpts.items():
+        ref["checkpoints"][name]["val"] = official_val(OUT / name, dual)
+        print(name, {k: len(v["det"]) for k, v in ref["checkpoints"][name]["detect"].items()},
+              ref["checkpoints"][name]["val"])
+    (OUT / "reference.json").write_text(json.dumps(ref, indent=1))
+
+
+if __name__ == "__main__":
+    main()
