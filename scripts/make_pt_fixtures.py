@@ -90,7 +90,7 @@ def save_like_train(model, path):
 def make_a():
     torch.manual_seed(1)
     m = yolo.Model(str(Path(ROOT) / "models/detect/yolov9-t.yaml"), ch=3, nc=80)
-    m.names = NAMES
+    m.nc, m.names = 80, NAMES  # as train_dual.py sets them
     perturb(m, 11)
     save_like_train(m.eval(), OUT / "yolov9-t-stripped.pt")
 
@@ -98,7 +98,7 @@ def make_a():
 def make_c():
     torch.manual_seed(3)
     m = yolo.Model(str(Path(ROOT) / "models/detect/gelan-s.yaml"), ch=3, nc=80)
-    m.names = NAMES
+    m.nc, m.names = 80, NAMES
     perturb(m, 33)
     # tools/reparameterization.ipynb: the converted checkpoint
     ckpt = {"model": deepcopy(m.eval()).half(), "optimizer": None, "best_fitness": None, "ema": None, "updates": None,

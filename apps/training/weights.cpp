@@ -104,10 +104,11 @@ LoadedModel load_model(const std::string& weights, const std::string& cfg, int64
   lm.cfg = yaml.name;
   lm.stem = yaml.stem;
   // official attempt_load: (ckpt.get('ema') or ckpt['model'])
-  lm.ema = meta.count("ema") > 0 || data.tensors.count("ema.model.0.conv.weight") > 0 ||
+  lm.ema = data.tensors.count("ema.model.0.conv.weight") > 0 ||
            std::any_of(data.tensors.begin(), data.tensors.end(),
                        [](const auto& kv) { return kv.first.rfind("ema.", 0) == 0; });
   const std::string prefix = lm.ema ? "ema." : "";
+  lm.ema = lm.ema || meta.count("ema") > 0;  // an official .pt: its EMA came under plain names
   graph::LoadOptions lo;
   lo.prefix = prefix;
   try {

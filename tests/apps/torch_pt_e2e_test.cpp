@@ -2,7 +2,7 @@
 // models.yolo.DetectionModel (4 layers + DDetect, nc 2) saved by the official code as
 // train_dual.py saves last.pt (model + EMA in FP16, optimizer state, opt, numpy best_fitness).
 // export converts it (EMA, F32, model YAML and names carried), the exported file holds the same
-// values; detect and val run on it; train fine-tunes from it; --resume of it is a clear refusal;
+// values; detect and val run on it; train fine-tunes from it (its own YAML without --cfg); --resume of it is a clear refusal;
 // a damaged .pt is a clear error naming the file.
 #include <gtest/gtest.h>
 
@@ -63,12 +63,12 @@ TEST(TorchPtE2E, DetectValAndFineTuneFromPt) {
   // gelan-t is another model: nothing matches, a clear error naming the file
   EXPECT_NE(t.rc, 0);
   EXPECT_NE(t.out.find("tiny_yolo.pt"), std::string::npos) << t.out;
-  // Its own YAML (from the checkpoint, written by export) fine-tunes: every tensor transfers.
-  const std::string yaml = dir + "/tiny.yaml";
-  std::ofstream(yaml) << io::load_checkpoint(tiny()).meta.at("cfg_yaml");
-  t = e2e::run_cli("train --weights " + tiny() + " --cfg " + yaml + " --data " + data +
+  // Without --cfg the model YAML the .pt carries is built (official Model(cfg or ckpt['model'].yaml)):
+  // every tensor transfers.
+  t = e2e::run_cli("train --weights " + tiny() + " --data " + data +
                    " --img 64 --batch 2 --epochs 1 --workers 0 --project " + dir + " --name train2");
   ASSERT_EQ(t.rc, 0) << t.out;
+  EXPECT_NE(t.out.find("Transferred 53/53 items"), std::string::npos) << t.out;
   EXPECT_NE(t.out.find("Transferred"), std::string::npos) << t.out;
   auto r = e2e::run_cli("train --resume " + tiny());
   EXPECT_NE(r.rc, 0);
@@ -81,8 +81,10 @@ TEST(TorchPtE2E, DamagedPtIsAClearError) {
   std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   const std::string bad = dir + "/cut.pt";
   std::ofstream(bad, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
-  for (const char* cmd : {"detect --source x.jpg", "val --data x.yaml", "export --out y.safetensors"}) {
-    auto r = e2e::run_cli(std::string(cmd) + " --weights " + bad);
+  const std::string data = e2e::make_dataset(dir + "/data", 1, 64, 2);
+  for (const std::string cmd : {"detect --source " + dir + "/data/images/val", "val --data " + data,
+                                "export --out " + dir + "/y.safetensors", "train --data " + data + " --epochs 1"}) {
+    auto r = e2e::run_cli(cmd + " --weights " + bad);
     EXPECT_EQ(r.rc, 1) << cmd << "\n" << r.out;
     EXPECT_NE(r.out.find(bad), std::string::npos) << cmd << "\n" << r.out;
     EXPECT_EQ(r.out.find("Segmentation"), std::string::npos) << r.out;

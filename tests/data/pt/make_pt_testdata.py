@@ -93,7 +93,7 @@ if official:
                     [[4], 1, 'DDetect', ['nc']]]}
     torch.manual_seed(0)
     model = yolo.Model(cfg, ch=3, nc=2)
-    model.names = ['a', 'b']
+    model.nc, model.names = 2, ['a', 'b']
     with torch.no_grad():
         model.model[-1].cv3[0][-1].bias.copy_(torch.tensor([1.0, -1.0]))  # something to detect
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
