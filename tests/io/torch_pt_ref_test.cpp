@@ -6,13 +6,14 @@
 //   detect_dual.py / detect.py pipeline's NMS output: same count, same classes, boxes within 1e-3
 //   px (letterboxed-input pixels, before rounding), confidences within 1e-4.
 // - val: run_validation (as `yolov9 val --weights x.pt`) against val_dual.py / val.py run() on the
-//   fixture's val/ set: mAP50 and mAP50-95 within 1e-4.
+//   fixture's val/ set (conf 0.25, see make_pt_fixtures.py): mAP50 and mAP50-95 within 1e-4.
 // Skips (GTEST_SKIP with the reason) when Y9_PT_FIXTURES is unset: CI has no torch.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <cstdio>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -90,13 +91,30 @@ TEST_P(TorchPtRef, DetectMatchesOfficial) {
     b.targets = Tensor::zeros({0, 6});
     Tensor det = ops::non_max_suppression(pred(im, b), nms)[0].to(DType::F32).contiguous();
     const auto& want = r["det"];
-    ASSERT_EQ(det.size(0), static_cast<int64_t>(want.size())) << GetParam() << " " << image;
     const float* d = det.data<float>();
+    std::string listing;  // both lists, for a failure message
+    for (int64_t i = 0; i < std::max<int64_t>(det.size(0), want.size()); ++i) {
+      char buf[256];
+      if (i < det.size(0))
+        std::snprintf(buf, sizeof buf, "ours %8.3f %8.3f %8.3f %8.3f %.6f %2.0f", d[6 * i], d[6 * i + 1], d[6 * i + 2],
+                      d[6 * i + 3], d[6 * i + 4], d[6 * i + 5]);
+      else
+        std::snprintf(buf, sizeof buf, "%-60s", "ours -");
+      listing += buf;
+      if (i < static_cast<int64_t>(want.size()))
+        std::snprintf(buf, sizeof buf, " | official %8.3f %8.3f %8.3f %8.3f %.6f %2.0f\n", want[i][0].get<double>(),
+                      want[i][1].get<double>(), want[i][2].get<double>(), want[i][3].get<double>(),
+                      want[i][4].get<double>(), want[i][5].get<double>());
+      else
+        std::snprintf(buf, sizeof buf, " | official -\n");
+      listing += buf;
+    }
+    ASSERT_EQ(det.size(0), static_cast<int64_t>(want.size())) << GetParam() << " " << image << "\n" << listing;
     for (size_t i = 0; i < want.size(); ++i) {
       for (int k = 0; k < 4; ++k) max_box = std::max(max_box, std::abs(d[6 * i + k] - want[i][k].get<double>()));
       max_conf = std::max(max_conf, std::abs(d[6 * i + 4] - want[i][4].get<double>()));
       EXPECT_EQ(static_cast<int64_t>(d[6 * i + 5]), static_cast<int64_t>(want[i][5].get<double>()))
-          << GetParam() << " " << image << " box " << i;
+          << GetParam() << " " << image << " box " << i << "\n" << listing;
     }
     boxes += det.size(0);
   }
@@ -109,7 +127,8 @@ TEST_P(TorchPtRef, DetectMatchesOfficial) {
 
 TEST_P(TorchPtRef, ValMatchesOfficial) {
   Y9_PT_FIXTURES_OR_SKIP();
-  const nlohmann::json ref = reference()["checkpoints"][GetParam()]["val"];
+  const nlohmann::json all = reference();
+  const nlohmann::json ref = all["checkpoints"][GetParam()]["val"];
   io::DataConfig data = io::load_data_yaml(fixtures() + "/val/data.yaml");
   training::LoadedModel lm = training::load_model(fixtures() + "/" + GetParam(), "", data.nc);
   training::ValOptions o;
@@ -117,6 +136,7 @@ TEST_P(TorchPtRef, ValMatchesOfficial) {
   o.workers = 0;
   o.names = data.names;
   o.plots = false;
+  o.conf_thres = all["val_conf_thres"].get<double>();  // as the official run (make_pt_fixtures.py)
   auto ds = training::make_val_dataset(data.val, 640, 2, /*rect=*/true, 0.5, data.nc, false, 0, "");
   training::ValResult r = training::run_validation(*lm.model, ds, o);
   std::printf("%s: mAP50 %.6f (official %.6f), mAP50-95 %.6f (official %.6f), P %.6f (%.6f), R %.6f (%.6f)\n",
