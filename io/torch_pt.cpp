@@ -11,9 +11,8 @@
 #include <fstream>
 #include <iterator>
 #include <limits>
-#include <unordered_map>
-
 #include <nlohmann/json.hpp>
+#include <unordered_map>
 
 #include "engine/error.h"
 #include "engine/half.h"
@@ -152,9 +151,9 @@ std::map<std::string, ZipEntry> read_zip(const char* d, size_t n, const std::str
 DType storage_dtype(const std::string& g, bool& ok) {
   ok = true;
   static const std::pair<const char*, DType> table[] = {
-      {"torch.HalfStorage", DType::F16},   {"torch.FloatStorage", DType::F32}, {"torch.DoubleStorage", DType::F64},
+      {"torch.HalfStorage", DType::F16},      {"torch.FloatStorage", DType::F32}, {"torch.DoubleStorage", DType::F64},
       {"torch.BFloat16Storage", DType::BF16}, {"torch.LongStorage", DType::I64},  {"torch.IntStorage", DType::I32},
-      {"torch.ByteStorage", DType::U8},    {"torch.BoolStorage", DType::Bool}};
+      {"torch.ByteStorage", DType::U8},       {"torch.BoolStorage", DType::Bool}};
   for (const auto& [n, t] : table)
     if (g == n) return t;
   ok = false;
@@ -177,9 +176,9 @@ class Unpickler {
       const uint8_t op = static_cast<uint8_t>(d_[pos_++]);
       op_ = op;
       switch (op) {
-        case 0x80: take(1); break;                   // PROTO
-        case 0x95: take(8); break;                   // FRAME
-        case '.': {                                  // STOP
+        case 0x80: take(1); break;  // PROTO
+        case 0x95: take(8); break;  // FRAME
+        case '.': {                 // STOP
           PtValue v = pop();
           return v;
         }
@@ -201,15 +200,15 @@ class Unpickler {
           push(v);
           break;
         }
-        case 'X': push(str(Kind::Str, rd32(take(4)))); break;                    // BINUNICODE
-        case 0x8c: push(str(Kind::Str, static_cast<uint8_t>(*take(1)))); break;  // SHORT_BINUNICODE
-        case 0x8d: push(str(Kind::Str, rd64(take(8)))); break;                   // BINUNICODE8
-        case 'T': push(str(Kind::Str, rd32(take(4)))); break;                    // BINSTRING
-        case 'U': push(str(Kind::Str, static_cast<uint8_t>(*take(1)))); break;   // SHORT_BINSTRING
-        case 'B': push(str(Kind::Bytes, rd32(take(4)))); break;                  // BINBYTES
-        case 'C': push(str(Kind::Bytes, static_cast<uint8_t>(*take(1)))); break; // SHORT_BINBYTES
-        case 0x8e: push(str(Kind::Bytes, rd64(take(8)))); break;                 // BINBYTES8
-        case 0x96: push(str(Kind::Bytes, rd64(take(8)))); break;                 // BYTEARRAY8
+        case 'X': push(str(Kind::Str, rd32(take(4)))); break;                     // BINUNICODE
+        case 0x8c: push(str(Kind::Str, static_cast<uint8_t>(*take(1)))); break;   // SHORT_BINUNICODE
+        case 0x8d: push(str(Kind::Str, rd64(take(8)))); break;                    // BINUNICODE8
+        case 'T': push(str(Kind::Str, rd32(take(4)))); break;                     // BINSTRING
+        case 'U': push(str(Kind::Str, static_cast<uint8_t>(*take(1)))); break;    // SHORT_BINSTRING
+        case 'B': push(str(Kind::Bytes, rd32(take(4)))); break;                   // BINBYTES
+        case 'C': push(str(Kind::Bytes, static_cast<uint8_t>(*take(1)))); break;  // SHORT_BINBYTES
+        case 0x8e: push(str(Kind::Bytes, rd64(take(8)))); break;                  // BINBYTES8
+        case 0x96: push(str(Kind::Bytes, rd64(take(8)))); break;                  // BYTEARRAY8
         case '}': push(make(Kind::Dict)); break;
         case ']': push(make(Kind::List)); break;
         case ')': push(make(Kind::Tuple)); break;
@@ -221,8 +220,8 @@ class Unpickler {
           push(v);
           break;
         }
-        case 'l':  // LIST
-        case 't':  // TUPLE
+        case 'l':     // LIST
+        case 't':     // TUPLE
         case 0x91: {  // FROZENSET
           PtValue v = make(op == 'l' ? Kind::List : op == 't' ? Kind::Tuple : Kind::Set);
           v->items = pop_mark();
@@ -263,15 +262,15 @@ class Unpickler {
           append(top(), items);
           break;
         }
-        case '0': pop(); break;  // POP
-        case '1': pop_mark(); break;  // POP_MARK
-        case '2': push(top()); break;  // DUP
-        case 'q': memo_put(static_cast<uint8_t>(*take(1))); break;  // BINPUT
-        case 'r': memo_put(rd32(take(4))); break;                   // LONG_BINPUT
-        case 0x94: memo_put(memo_.size()); break;                   // MEMOIZE
+        case '0': pop(); break;                                           // POP
+        case '1': pop_mark(); break;                                      // POP_MARK
+        case '2': push(top()); break;                                     // DUP
+        case 'q': memo_put(static_cast<uint8_t>(*take(1))); break;        // BINPUT
+        case 'r': memo_put(rd32(take(4))); break;                         // LONG_BINPUT
+        case 0x94: memo_put(memo_.size()); break;                         // MEMOIZE
         case 'h': push(memo_get(static_cast<uint8_t>(*take(1)))); break;  // BINGET
         case 'j': push(memo_get(rd32(take(4)))); break;                   // LONG_BINGET
-        case 'c': {  // GLOBAL "module\nname\n"
+        case 'c': {                                                       // GLOBAL "module\nname\n"
           std::string mod = line(), nm = line();
           push(global(mod, nm));
           break;
@@ -320,8 +319,7 @@ class Unpickler {
           push(persistent(pid));
           break;
         }
-        default:
-          fail_op(op);
+        default: fail_op(op);
       }
     }
   }
@@ -526,11 +524,13 @@ class Unpickler {
     if (numel->kind != Kind::Int || numel->i < 0) fail("storage size is not a non-negative integer");
     bool ok = false;
     const DType dt = storage_dtype(type->s, ok);
-    if (!ok) fail("unsupported storage type ", type->s, " (supported: Half, Float, Double, BFloat16, Long, Int, Byte, Bool)");
+    if (!ok)
+      fail("unsupported storage type ", type->s, " (supported: Half, Float, Double, BFloat16, Long, Int, Byte, Bool)");
     auto cached = storages_.find(key->s);
     if (cached != storages_.end()) return cached->second;
     auto it = zip_.find(prefix_ + "data/" + key->s);
-    if (it == zip_.end()) fail("storage '", key->s, "' is missing from the archive (no entry ", prefix_, "data/", key->s, ")");
+    if (it == zip_.end())
+      fail("storage '", key->s, "' is missing from the archive (no entry ", prefix_, "data/", key->s, ")");
     const uint64_t n = static_cast<uint64_t>(numel->i);
     if (n > it->second.size / engine::dtype_size(dt))
       fail("storage '", key->s, "' holds ", it->second.size, " bytes, fewer than ", n, " ", engine::dtype_name(dt),
@@ -728,8 +728,9 @@ bool is_torch_pt_file(const std::string& path) {
 
 TorchPt parse_torch_pt(const char* data, size_t size, const std::string& name) {
   if (size >= 2 && static_cast<uint8_t>(data[0]) == 0x80 && static_cast<uint8_t>(data[1]) <= 5)
-    Y9_PT_FAIL(name, "a legacy torch.save file (before PyTorch 1.6, a bare pickle stream) is not supported; "
-                     "re-save it with a newer torch.save");
+    Y9_PT_FAIL(name,
+               "a legacy torch.save file (before PyTorch 1.6, a bare pickle stream) is not supported; "
+               "re-save it with a newer torch.save");
   if (!is_zip_magic(data, size)) {
     std::string head;
     for (size_t k = 0; k < std::min<size_t>(size, 4); ++k) {
@@ -753,7 +754,8 @@ TorchPt parse_torch_pt(const char* data, size_t size, const std::string& name) {
     }
   }
   if (!pkl) Y9_PT_FAIL(name, "zip archive without <folder>/data.pkl: not a torch.save file");
-  if (auto bo = zip.find(prefix + "byteorder"); bo != zip.end() && std::string(bo->second.data, bo->second.size) == "big")
+  if (auto bo = zip.find(prefix + "byteorder");
+      bo != zip.end() && std::string(bo->second.data, bo->second.size) == "big")
     Y9_PT_FAIL(name, "big-endian storages are not supported");
   TorchPt pt;
   pt.name = name;

@@ -81,9 +81,8 @@ TorchPt load_torch_pt(const std::string& path);
 /// `_parameters`, `_buffers` (without `_non_persistent_buffers_set`) and `_modules` recursively,
 /// with `prefix` before every name. Errors: engine::IoError naming `what` when `module` is not a
 /// module object.
-std::vector<std::pair<std::string, engine::Tensor>> pt_module_state_dict(const PtValue& module,
-                                                                          const std::string& what,
-                                                                          const std::string& prefix = "");
+std::vector<std::pair<std::string, engine::Tensor>> pt_module_state_dict(const PtValue& module, const std::string& what,
+                                                                         const std::string& prefix = "");
 
 /// A pickled value as YAML text (dicts as maps in their order, lists and tuples as sequences,
 /// None as null, strings plain so that our model-YAML parser reads them as yaml.safe_load + the

@@ -62,7 +62,11 @@ torch.set_num_threads(2)
 # scores above 0.001, which makes NMS a 30000-box chain of near-ties (and trips the official NMS
 # time limit); the metric code is the same.
 VAL_CONF = 0.25
-IMAGES = ["000000000009.jpg", "000000000064.jpg", "000000000089.jpg"]  # 640x480 and 480x640: no letterbox padding, whose uniform gray gives random weights exactly tied scores
+SOURCE_IMAGES = ["000000000009.jpg", "000000000064.jpg", "000000000089.jpg"]  # 640x480, 480x640: no padding
+# The fixture images are these plus seeded noise in [-4, 4], saved as PNG: random weights turn
+# uniform regions (letterbox gray, sky, over-exposure) into exactly tied scores at several
+# positions, and the order of tied boxes (an unstable sort) then decides NMS.
+IMAGES = [Path(n).stem + ".png" for n in SOURCE_IMAGES]
 NAMES = yaml.safe_load(open(COCO / "coco128.yaml"))["names"]
 NAMES = [NAMES[i] for i in range(len(NAMES))] if isinstance(NAMES, dict) else NAMES
 
@@ -94,7 +98,7 @@ def perturb(model, seed, dual):
             c.bias.copy_(torch.randn(c.bias.shape, generator=g) * 0.5)
         model.eval()
         logits = []
-        for _, im in letterboxed(32, COCO / "images/train2017"):
+        for _, im in letterboxed(32):
             pred = model(torch.from_numpy(im).float()[None] / 255)
             pred = pred[0][1] if dual else pred[0]
             p = pred[0, 4:].double().clamp(1e-12, 1 - 1e-12)
@@ -229,9 +233,14 @@ def official_val(weights, dual):
 
 def main():
     OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "images").mkdir(exist_ok=True)
-    for name in IMAGES:
-        shutil.copy(COCO / "images/train2017" / name, OUT / "images")
+    import cv2
+    shutil.rmtree(OUT / "images", ignore_errors=True)
+    (OUT / "images").mkdir()
+    rng = np.random.default_rng(9)
+    for src, name in zip(SOURCE_IMAGES, IMAGES):
+        im = cv2.imread(str(COCO / "images/train2017" / src)).astype(np.int16)
+        im = np.clip(im + rng.integers(-4, 5, im.shape), 0, 255).astype(np.uint8)
+        cv2.imwrite(str(OUT / "images" / name), im)
     if os.environ.get("Y9_PT_FIXTURES_REUSE") != "1" or not (OUT / "last.pt").exists():  # reuse: re-run the outputs only
         make_a()
         make_c()

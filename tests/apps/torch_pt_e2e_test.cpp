@@ -2,8 +2,8 @@
 // models.yolo.DetectionModel (4 layers + DDetect, nc 2) saved by the official code as
 // train_dual.py saves last.pt (model + EMA in FP16, optimizer state, opt, numpy best_fitness).
 // export converts it (EMA, F32, model YAML and names carried), the exported file holds the same
-// values; detect and val run on it; train fine-tunes from it (its own YAML without --cfg); --resume of it is a clear refusal;
-// a damaged .pt is a clear error naming the file.
+// values; detect and val run on it; train fine-tunes from it (its own YAML without --cfg); --resume of it is a clear
+// refusal; a damaged .pt is a clear error naming the file.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -42,16 +42,18 @@ TEST(TorchPtE2E, ExportConvertsTheEmaWeights) {
   EXPECT_NE(st.metadata.at("cfg_yaml").find("DDetect"), std::string::npos);
   // The converted file runs without the .pt.
   const std::string data = e2e::make_dataset(dir + "/data", 2, 64, 2);
-  auto v = e2e::run_cli("val --weights " + out + " --data " + data + " --img 64 --batch 2 --workers 0 --project " + dir +
-                        " --name val");
+  auto v = e2e::run_cli("val --weights " + out + " --data " + data + " --img 64 --batch 2 --workers 0 --project " +
+                        dir + " --name val");
   EXPECT_EQ(v.rc, 0) << v.out;
 }
 
 TEST(TorchPtE2E, DetectValAndFineTuneFromPt) {
   const std::string dir = e2e::temp_dir("pt_run");
   const std::string data = e2e::make_dataset(dir + "/data", 4, 64, 2);
-  auto d = e2e::run_cli("detect --weights " + tiny() + " --source " + dir + "/data/images/val --img 64 --conf-thres 0.01 "
-                        "--save-txt --project " + dir + " --name det");
+  auto d = e2e::run_cli("detect --weights " + tiny() + " --source " + dir +
+                        "/data/images/val --img 64 --conf-thres 0.01 "
+                        "--save-txt --project " +
+                        dir + " --name det");
   ASSERT_EQ(d.rc, 0) << d.out;
   auto v = e2e::run_cli("val --weights " + tiny() + " --data " + data + " --img 64 --batch 2 --workers 0 --project " +
                         dir + " --name val");

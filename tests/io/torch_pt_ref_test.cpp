@@ -11,11 +11,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <cstdio>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
@@ -45,12 +44,12 @@ nlohmann::json reference() {
   return nlohmann::json::parse(f);
 }
 
-#define Y9_PT_FIXTURES_OR_SKIP()                                                                            \
-  do {                                                                                                      \
-    if (fixtures().empty())                                                                                 \
-      GTEST_SKIP() << "Y9_PT_FIXTURES is not set (make the checkpoints with YOLOV9_OFFICIAL=<checkout> "    \
-                      "/usr/bin/python3 scripts/make_pt_fixtures.py <dir>)";                                \
-    ASSERT_TRUE(fs::exists(fixtures() + "/reference.json")) << fixtures() << " has no reference.json";    \
+#define Y9_PT_FIXTURES_OR_SKIP()                                                                         \
+  do {                                                                                                   \
+    if (fixtures().empty())                                                                              \
+      GTEST_SKIP() << "Y9_PT_FIXTURES is not set (make the checkpoints with YOLOV9_OFFICIAL=<checkout> " \
+                      "/usr/bin/python3 scripts/make_pt_fixtures.py <dir>)";                             \
+    ASSERT_TRUE(fs::exists(fixtures() + "/reference.json")) << fixtures() << " has no reference.json";   \
   } while (0)
 
 // Letterboxed [1, 3, H, W] F32 RGB / 255, as the detect loop builds it.
@@ -64,7 +63,8 @@ Tensor letterboxed(const std::string& path) {
   float* d = t.data<float>();
   for (int y = 0; y < H; ++y)
     for (int x = 0; x < W; ++x)
-      for (int c = 0; c < 3; ++c) d[(static_cast<int64_t>(c) * H + y) * W + x] = rgb.ptr<uint8_t>(y)[3 * x + c] / 255.0f;
+      for (int c = 0; c < 3; ++c)
+        d[(static_cast<int64_t>(c) * H + y) * W + x] = rgb.ptr<uint8_t>(y)[3 * x + c] / 255.0f;
   return t;
 }
 
@@ -114,7 +114,8 @@ TEST_P(TorchPtRef, DetectMatchesOfficial) {
       for (int k = 0; k < 4; ++k) max_box = std::max(max_box, std::abs(d[6 * i + k] - want[i][k].get<double>()));
       max_conf = std::max(max_conf, std::abs(d[6 * i + 4] - want[i][4].get<double>()));
       EXPECT_EQ(static_cast<int64_t>(d[6 * i + 5]), static_cast<int64_t>(want[i][5].get<double>()))
-          << GetParam() << " " << image << " box " << i << "\n" << listing;
+          << GetParam() << " " << image << " box " << i << "\n"
+          << listing;
     }
     boxes += det.size(0);
   }
@@ -140,8 +141,8 @@ TEST_P(TorchPtRef, ValMatchesOfficial) {
   auto ds = training::make_val_dataset(data.val, 640, 2, /*rect=*/true, 0.5, data.nc, false, 0, "");
   training::ValResult r = training::run_validation(*lm.model, ds, o);
   std::printf("%s: mAP50 %.6f (official %.6f), mAP50-95 %.6f (official %.6f), P %.6f (%.6f), R %.6f (%.6f)\n",
-              GetParam().c_str(), r.metrics.map50, ref["map50"].get<double>(), r.metrics.map,
-              ref["map"].get<double>(), r.metrics.mp, ref["mp"].get<double>(), r.metrics.mr, ref["mr"].get<double>());
+              GetParam().c_str(), r.metrics.map50, ref["map50"].get<double>(), r.metrics.map, ref["map"].get<double>(),
+              r.metrics.mp, ref["mp"].get<double>(), r.metrics.mr, ref["mr"].get<double>());
   EXPECT_GT(r.metrics.map50, 0.05);  // the labels are the model's own detections, jittered
   EXPECT_NEAR(r.metrics.map50, ref["map50"].get<double>(), 1e-4);
   EXPECT_NEAR(r.metrics.map, ref["map"].get<double>(), 1e-4);

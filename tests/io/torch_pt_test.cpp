@@ -7,13 +7,12 @@
 
 #include <gtest/gtest.h>
 #include <unistd.h>
+#include <yaml-cpp/yaml.h>
 
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
-
-#include <yaml-cpp/yaml.h>
 
 #include "engine/error.h"
 #include "io/checkpoint.h"
@@ -123,7 +122,9 @@ TEST(TorchPt, PlainValues) {
   EXPECT_TRUE(r.get("nested")->get("a")->get("b")->items[0]->is(Kind::None));
   ASSERT_TRUE(r.get("od")->is(Kind::Dict));
   EXPECT_EQ(r.get("od")->get("y")->i, 2);
-  EXPECT_EQ(r.get("bytes")->s, std::string("\x00\xff" "ab", 4));
+  EXPECT_EQ(r.get("bytes")->s, std::string("\x00\xff"
+                                           "ab",
+                                           4));
   ASSERT_TRUE(r.get("set")->is(Kind::Set));
   EXPECT_EQ(r.get("set")->items.at(0)->i, 3);
 }
@@ -251,22 +252,31 @@ TEST(TorchPt, HostileInputsAreNamed) {
   expect_io_error(zip_with_pickle("\x80\x02}"), "no STOP opcode");
   // an opcode outside the subset (INST, which would import and call) names its byte and offset
   expect_io_error(zip_with_pickle("\x80\x02(ios\nsystem\n."), "unsupported pickle opcode 0x69 ('i') at offset 3");
-  expect_io_error(zip_with_pickle("\x80\x02" "0."), "stack underflow");
+  expect_io_error(zip_with_pickle("\x80\x02"
+                                  "0."),
+                  "stack underflow");
   expect_io_error(zip_with_pickle("\x80\x02h\x05."s), "memo entry 5 was never stored");
   expect_io_error(zip_with_pickle("\x80\x02X\xff\xff\xff\x7f."), "truncated");
-  expect_io_error(zip_with_pickle("\x80\x02\x8a\x09" "123456789."), "does not fit in 64 bits");
+  expect_io_error(zip_with_pickle("\x80\x02\x8a\x09"
+                                  "123456789."),
+                  "does not fit in 64 bits");
   // a persistent id naming a storage the archive lacks
   expect_io_error(zip_with_pickle("\x80\x02(X\x07\x00\x00\x00storagectorch\nFloatStorage\nX\x01\x00\x00\x00"
-                                  "0X\x03\x00\x00\x00" "cpuK\x04tQ."s),
+                                  "0X\x03\x00\x00\x00"
+                                  "cpuK\x04tQ."s),
                   "storage '0' is missing from the archive");
   // GLOBAL + REDUCE of os.system: recorded, never called; the result is an inert object
-  const std::string evil = zip_with_pickle("\x80\x02" "cos\nsystem\nX\x05\x00\x00\x00touch\x85R."s);
+  const std::string evil = zip_with_pickle(
+      "\x80\x02"
+      "cos\nsystem\nX\x05\x00\x00\x00touch\x85R."s);
   const io::TorchPt pt = io::parse_torch_pt(evil.data(), evil.size(), "evil.pt");
   ASSERT_TRUE(pt.root->is(Kind::Object));
   EXPECT_EQ(pt.root->cls->s, "os.system");
   EXPECT_THROW(io::torch_pt_checkpoint(pt), engine::IoError);
   // a list that contains itself (memo cycle): no leak, no endless walk
-  const std::string cyc = zip_with_pickle("\x80\x02]q\x00h\x00" "a."s);
+  const std::string cyc = zip_with_pickle(
+      "\x80\x02]q\x00h\x00"
+      "a."s);
   const io::TorchPt c = io::parse_torch_pt(cyc.data(), cyc.size(), "cyc.pt");
   EXPECT_EQ(c.root->items.at(0), c.root);
   EXPECT_THROW(io::pt_to_yaml(c.root), engine::IoError);
