@@ -140,9 +140,12 @@ TEST_P(TorchPtRef, ValMatchesOfficial) {
   o.conf_thres = all["val_conf_thres"].get<double>();  // as the official run (make_pt_fixtures.py)
   auto ds = training::make_val_dataset(data.val, 640, 2, /*rect=*/true, 0.5, data.nc, false, 0, "");
   training::ValResult r = training::run_validation(*lm.model, ds, o);
-  std::printf("%s: mAP50 %.6f (official %.6f), mAP50-95 %.6f (official %.6f), P %.6f (%.6f), R %.6f (%.6f)\n",
-              GetParam().c_str(), r.metrics.map50, ref["map50"].get<double>(), r.metrics.map, ref["map"].get<double>(),
-              r.metrics.mp, ref["mp"].get<double>(), r.metrics.mr, ref["mr"].get<double>());
+  std::printf("%s: mAP50 %.6f (official %.6f, diff %.2g), mAP50-95 %.6f (official %.6f, diff %.2g), P %.6f (%.6f), "
+              "R %.6f (%.6f)\n",
+              GetParam().c_str(), r.metrics.map50, ref["map50"].get<double>(),
+              std::abs(r.metrics.map50 - ref["map50"].get<double>()), r.metrics.map, ref["map"].get<double>(),
+              std::abs(r.metrics.map - ref["map"].get<double>()), r.metrics.mp, ref["mp"].get<double>(), r.metrics.mr,
+              ref["mr"].get<double>());
   EXPECT_GT(r.metrics.map50, 0.05);  // the labels are the model's own detections, jittered
   EXPECT_NEAR(r.metrics.map50, ref["map50"].get<double>(), 1e-4);
   EXPECT_NEAR(r.metrics.map, ref["map"].get<double>(), 1e-4);
