@@ -579,7 +579,15 @@ class Unpickler {
       fail("tensor of ", numel, " elements from a storage of ", snumel);
     PtValue t = make(Kind::Tensor);
     t->tensor = Tensor::empty(shape, st.dtype, engine::Device::cpu());
-    if (numel > 0) {
+    // Row-major contiguous (every saved parameter): one copy. Else element by element.
+    bool contiguous = true;
+    for (int64_t k = static_cast<int64_t>(shape.size()) - 1, want = 1; k >= 0; --k) {
+      if (shape[k] != 1 && sd[k]->i != want) contiguous = false;
+      want *= shape[k];
+    }
+    if (numel > 0 && contiguous) {
+      std::memcpy(t->tensor.data_ptr(), st.data + off * esz, static_cast<size_t>(numel) * esz);
+    } else if (numel > 0) {
       char* dst = static_cast<char*>(t->tensor.data_ptr());
       std::vector<int64_t> idx(shape.size(), 0);
       for (int64_t e = 0; e < numel; ++e) {
