@@ -93,7 +93,7 @@ int run_export(const ExportOptions& o) {
   // ONNX is the inference graph: PGI branch removed (multi-branch heads) and everything fused.
   const bool onnx = o.format == "onnx";
   // Class count: --nc, else the weights file's metadata, else the YAML.
-  const auto meta = io::load_safetensors(o.weights).metadata;
+  const auto meta = io::load_weights_file(o.weights).metadata;  // safetensors or an official .pt
   int64_t nc = o.nc > 0 ? o.nc : weights_meta_nc(meta, o.weights);
   // A `yolov9 train` checkpoint (io/checkpoint.h) keeps the inference weights under "ema.".
   const bool train_ckpt = meta.count("format") && meta.at("format") == io::kCkptFormat;

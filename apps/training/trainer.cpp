@@ -36,6 +36,7 @@
 #include "io/grad_norm_log.h"
 #include "io/paths.h"
 #include "io/plots.h"
+#include "io/torch_pt.h"
 #include "ops/ops.h"
 
 namespace fs = std::filesystem;
@@ -311,6 +312,9 @@ void Trainer::setup_resume() {
                                    : o_.resume;
   if (fs::is_directory(resume_path_)) resume_path_ = (fs::path(resume_path_) / "weights" / "last.safetensors").string();
   rck_ = io::load_checkpoint(resume_path_);
+  Y9_CHECK_T(engine::ConfigError, !rck_.meta.count("source") || rck_.meta.at("source") != "torch-pt", resume_path_,
+             ": --resume of an official PyTorch .pt is not supported (its optimizer state is not converted); "
+             "fine-tune from it with --weights instead");
   Y9_CHECK_T(engine::ConfigError, rck_.meta.count("opt") && !rck_.optim.empty(), resume_path_,
              ": not a resumable training checkpoint (no options or optimizer state)");
   const int64_t done = io::meta_int(rck_, "epoch", resume_path_, -1, kMaxEpochs);
@@ -428,6 +432,15 @@ void Trainer::setup_run_dir() {
   auto embedded = rck_.meta.find("cfg_yaml");
   if (resume_ && embedded != rck_.meta.end() && !embedded->second.empty()) {
     cfg_text_ = embedded->second;
+  } else if (!resume_ && !o_.weights.empty() && (o_.cfg.empty() || o_.cfg == "yolo.yaml") &&
+             io::is_torch_pt_file(o_.weights)) {
+    // An official .pt without --cfg: official train_dual.py builds Model(cfg or ckpt['model'].yaml).
+    const io::Checkpoint w = io::load_checkpoint(o_.weights);
+    auto y = w.meta.find("cfg_yaml");
+    Y9_CHECK_T(engine::ConfigError, y != w.meta.end() && !y->second.empty(), o_.weights,
+               ": the checkpoint carries no model YAML; give --cfg");
+    cfg_text_ = y->second;
+    o_.cfg = w.meta.count("cfg") ? w.meta.at("cfg") : fs::path(o_.weights).stem().string() + ".yaml";
   } else {
     o_.cfg = resolve_config(o_.cfg, "models", "model config (--cfg)");
     cfg_text_ = read_text(o_.cfg, "model config (--cfg)");
