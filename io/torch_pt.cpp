@@ -820,7 +820,11 @@ Checkpoint torch_pt_checkpoint(const TorchPt& pt) {
   const PtNode* m = is_module(ema) ? ema : is_module(model) ? model : nullptr;
   if (m) {
     if (PtValue y = m->attr("yaml"); y && y->kind == Kind::Dict) {
-      ck.meta["cfg_yaml"] = pt_to_yaml(y);
+      try {
+        ck.meta["cfg_yaml"] = pt_to_yaml(y);
+      } catch (const engine::IoError& e) {
+        Y9_PT_FAIL(pt.name, "the model's 'yaml' attribute: ", e.message());
+      }
       if (PtValue nc = y->get("nc"); nc && nc->kind == Kind::Int) ck.meta["nc"] = std::to_string(nc->i);
     }
     if (PtValue yf = m->attr("yaml_file"); yf && yf->kind == Kind::Str) ck.meta["cfg"] = yf->s;

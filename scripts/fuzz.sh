@@ -4,8 +4,9 @@
 # (fuzz/CMakeLists.txt) with clang in its own tree. Exits non-zero when a target finds a crash,
 # a sanitizer report, an exception other than the engine's own errors, or a broken invariant;
 # the input is kept in <build>/artifacts/ (replay: <build>/<target>_fuzz <file>).
-# Usage: bash scripts/fuzz.sh   (Y9_FUZZ_SECONDS per target, default 30; Y9_FUZZ_BUILD_DIR,
-# default build-fuzz)
+# Usage: bash scripts/fuzz.sh   (Y9_FUZZ_SECONDS per target, default 30; Y9_FUZZ_SECONDS_<TARGET>
+# for one target, e.g. Y9_FUZZ_SECONDS_PT=600; Y9_FUZZ_TARGETS="pt" to run only some;
+# Y9_FUZZ_BUILD_DIR, default build-fuzz)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${Y9_FUZZ_SECONDS:-30}
@@ -20,7 +21,9 @@ mkdir -p "$BUILD/artifacts"
 # Any input longer than this is a bigger version of a shorter one for these grammars.
 declare -A MAXLEN=([label]=2048 [data_yaml]=4096 [model_yaml]=8192 [safetensors]=4096 [pt]=16384)
 status=0
-for t in label data_yaml model_yaml safetensors pt; do
+for t in ${Y9_FUZZ_TARGETS:-label data_yaml model_yaml safetensors pt}; do
+  secs_var="Y9_FUZZ_SECONDS_${t^^}"
+  secs=${!secs_var:-$SECS}
   corpus="$BUILD/corpus/$t"
   mkdir -p "$corpus"
   if [ -d "fuzz/corpus/$t" ]; then cp -n fuzz/corpus/$t/* "$corpus"/; fi
@@ -30,11 +33,11 @@ for t in label data_yaml model_yaml safetensors pt; do
   log="$BUILD/$t.log"
   # One job, bounded time and memory; leaks are not findings (yaml-cpp caches nodes).
   if ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 "$BUILD/${t}_fuzz" "$corpus" \
-      -dict="fuzz/$t.dict" -max_total_time="$SECS" -max_len="${MAXLEN[$t]}" -timeout=10 -rss_limit_mb=2048 \
+      -dict="fuzz/$t.dict" -max_total_time="$secs" -max_len="${MAXLEN[$t]}" -timeout=10 -rss_limit_mb=2048 \
       -artifact_prefix="$BUILD/artifacts/$t-" -print_final_stats=1 >"$log" 2>&1; then
     runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
     cov=$(grep -o 'cov: [0-9]*' "$log" | tail -n 1 || true)
-    echo "fuzz $t: ok, $runs inputs in ${SECS}s ($cov)"
+    echo "fuzz $t: ok, $runs inputs in ${secs}s ($cov)"
   else
     echo "fuzz $t: FAILED (log $log, input in $BUILD/artifacts/)"
     tail -n 60 "$log"
