@@ -8,6 +8,13 @@
 # No optimizer, schedule, EMA, data pipeline, MPI, NCCL or GoogleTest; autograd exists in the
 # engine but the predictor runs under NoGradGuard, so no tape is ever recorded.
 
+if(Y9_INFERENCE_CORE_ONLY)
+  # No OpenCV for this target (a cross build): the layers above stop at graph and the weights
+  # reader; scripts/build_aarch64.sh builds them to show the engine compiles for the target.
+  add_custom_target(y9_inference_core ALL DEPENDS y9_graph y9_io)
+  return()
+endif()
+
 set(Y9_INFER_TRAINING_SOURCES weights config_paths detector predictor option_checks)
 list(TRANSFORM Y9_INFER_TRAINING_SOURCES REPLACE "(.+)" "${CMAKE_SOURCE_DIR}/apps/training/\\1.cpp")
 add_library(yolov9_infer STATIC ${Y9_INFER_TRAINING_SOURCES} ${CMAKE_SOURCE_DIR}/apps/infer/detector.cpp)

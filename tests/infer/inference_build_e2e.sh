@@ -32,10 +32,14 @@ syms=$(nm -C "$IB/libyolov9_infer.a" "$IB/liby9_io.a" "$IB/liby9_kernels_cpu.a" 
 for s in 'training::Optimizer' 'training::Trainer' 'io::AugmentedDataset' 'io::DataLoader' 'sgd_step' 'MPI_Init'; do
   if echo "$syms" | grep -q "$s"; then fail "inference libraries define $s"; fi
 done
-"$RUN" true 2>/dev/null || true
 out=$($RUN "$IB/yolov9" --help 2>&1) || true
 echo "$out" | grep -q "detect" || fail "yolov9 --help lists no detect: $out"
 if echo "$out" | grep -Eq '^\s+(train|val|export)\b'; then fail "the inference yolov9 has training commands: $out"; fi
+
+# The docs example is the built example, verbatim.
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+diff <(sed -n '/^```cpp$/,/^```$/p' "$SRC/docs/inference.md" | sed '1d;$d') "$SRC/apps/infer/example.cpp" >/dev/null ||
+  fail "docs/inference.md's example differs from apps/infer/example.cpp"
 
 # --- 2. same boxes as the full build -----------------------------------------------------------
 if [ ! -x "$FB/yolov9" ]; then
