@@ -5,13 +5,18 @@
 #   yolov9             the same `detect` command, and nothing else (apps/{main,commands,detect}.cpp
 #                      compiled with Y9_INFERENCE_ONLY).
 #   yolov9_infer_example  the docs/inference.md example, verbatim (apps/infer/example.cpp).
+#   yolov9_infer_raw   the model and NMS on a stored input tensor (cross-build check).
 # No optimizer, schedule, EMA, data pipeline, MPI, NCCL or GoogleTest; autograd exists in the
 # engine but the predictor runs under NoGradGuard, so no tape is ever recorded.
 
 if(Y9_INFERENCE_CORE_ONLY)
   # No OpenCV for this target (a cross build): the layers above stop at graph and the weights
   # reader; scripts/build_aarch64.sh builds them to show the engine compiles for the target.
-  add_custom_target(y9_inference_core ALL DEPENDS y9_graph y9_io)
+  add_executable(yolov9_infer_raw ${CMAKE_SOURCE_DIR}/apps/infer/raw_main.cpp
+                                  ${CMAKE_SOURCE_DIR}/apps/training/weights.cpp
+                                  ${CMAKE_SOURCE_DIR}/apps/training/config_paths.cpp)
+  y9_layer(yolov9_infer_raw apps/training)
+  target_link_libraries(yolov9_infer_raw PRIVATE y9_graph y9_io y9_ops)
   return()
 endif()
 
@@ -30,6 +35,10 @@ target_link_libraries(yolov9 PRIVATE yolov9_infer)
 if(TARGET CLI11::CLI11)
   target_link_libraries(yolov9 PRIVATE CLI11::CLI11)
 endif()
+
+add_executable(yolov9_infer_raw ${CMAKE_SOURCE_DIR}/apps/infer/raw_main.cpp)  # cross-build check
+target_link_libraries(yolov9_infer_raw PRIVATE yolov9_infer)
+target_compile_definitions(yolov9_infer_raw PRIVATE Y9_HAVE_OPENCV=1)
 
 add_executable(yolov9_infer_example ${CMAKE_SOURCE_DIR}/apps/infer/example.cpp)
 target_link_libraries(yolov9_infer_example PRIVATE yolov9_infer)

@@ -34,3 +34,8 @@ cmake -S . -B "$B" -G Ninja --toolchain cmake/aarch64-linux-gnu.cmake -DCMAKE_BU
   -DCMAKE_CXX_FLAGS="-isystem $SYS/usr/include" "$@"
 [ "${Y9_CONFIGURE_ONLY:-0}" = 1 ] && exit 0
 cmake --build "$B" -j "${Y9_JOBS:-$(nproc)}"
+# Y9_AARCH64_TEST=1: run the aarch64 program under qemu against the host builds (build-inference,
+# build); tests/infer/aarch64_qemu_test.sh.
+if [ "${Y9_AARCH64_TEST:-0}" = 1 ]; then
+  bash tests/infer/aarch64_qemu_test.sh "$B" "${Y9_HOST_INFERENCE_DIR:-build-inference}" "${Y9_FULL_BUILD_DIR:-build}"
+fi
