@@ -3,10 +3,9 @@
 // it without the augmentation pipeline of io/augment.cpp.
 #include "io/letterbox.h"
 
-#include <opencv2/imgproc.hpp>
-
 #include <algorithm>
 #include <cmath>
+#include <opencv2/imgproc.hpp>
 
 #include "engine/error.h"
 

@@ -43,8 +43,8 @@ int main(int argc, char** argv) {
       const engine::Tensor det = ops::non_max_suppression(pred, nms)[0].to(engine::DType::F32).contiguous();
       const float* d = det.data<float>();
       for (int64_t i = 0; i < det.size(0); ++i)
-        std::printf("%d %.6f %.4f %.4f %.4f %.4f\n", static_cast<int>(d[6 * i + 5]), d[6 * i + 4], d[6 * i], d[6 * i + 1],
-                    d[6 * i + 2], d[6 * i + 3]);
+        std::printf("%d %.6f %.4f %.4f %.4f %.4f\n", static_cast<int>(d[6 * i + 5]), d[6 * i + 4], d[6 * i],
+                    d[6 * i + 1], d[6 * i + 2], d[6 * i + 3]);
       return 0;
     }
 #ifdef Y9_HAVE_OPENCV

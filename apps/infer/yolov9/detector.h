@@ -19,13 +19,13 @@ struct Box {
 
 /// Options of a Detector (the official detect_dual.py arguments of the same names).
 struct DetectorOptions {
-  int img_size = 640;              ///< letterbox target in pixels (square, rounded up to a multiple of 32)
-  float conf_thres = 0.25f;        ///< keep detections with score > conf_thres
-  float iou_thres = 0.45f;         ///< NMS IoU threshold
-  int max_det = 1000;              ///< detections kept per image
-  std::vector<int> classes;        ///< class filter; empty = every class
-  bool agnostic = false;           ///< class-agnostic NMS
-  std::string cfg;                 ///< model YAML; empty = the one the weights file carries
+  int img_size = 640;        ///< letterbox target in pixels (square, rounded up to a multiple of 32)
+  float conf_thres = 0.25f;  ///< keep detections with score > conf_thres
+  float iou_thres = 0.45f;   ///< NMS IoU threshold
+  int max_det = 1000;        ///< detections kept per image
+  std::vector<int> classes;  ///< class filter; empty = every class
+  bool agnostic = false;     ///< class-agnostic NMS
+  std::string cfg;           ///< model YAML; empty = the one the weights file carries
 };
 
 /// A detector: the model of a weights file (our safetensors, as written by `yolov9 train` or
