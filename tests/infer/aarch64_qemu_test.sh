@@ -10,10 +10,10 @@ set -euo pipefail
 A=$(cd "$1" && pwd)
 H=$(cd "$2" && pwd)
 F=$(cd "$3" && pwd)
-IMG=${4:-160}
+IMG=${4:-128}
 COCO=${YOLOV9_COCO128:-$(cd "$(dirname "$0")/../.." && pwd)/../shared/data/coco128}
 QEMU=(qemu-aarch64 -L /usr/aarch64-linux-gnu)
-export OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+export OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 fail() { echo "FAIL: $*"; exit 1; }
 file "$A/yolov9_infer_raw" | grep -q "ARM aarch64" || fail "$A/yolov9_infer_raw is not an aarch64 program"
 echo "aarch64 yolov9_infer_raw NEEDED: $(readelf -d "$A/yolov9_infer_raw" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')"
