@@ -58,7 +58,7 @@ void register_commands(CLI::App& app) {
   register_export(app);
   register_dataset(app);
   register_synth(app);
-  add_pending(app, "bench", "run the built-in micro-benchmarks", "later issue");
+  add_pending(app, "bench", "(not implemented yet: run the build/*_bench programs)", "run the build/*_bench programs");
   register_info(app);
 #endif
 }

@@ -129,8 +129,8 @@ void register_detect(CLI::App& app) {
         s.add_option("--imgsz,--img,--img-size", a.imgsz, "inference size h,w")
             ->check(CLI::Range(1, static_cast<int>(training::kMaxImgSize)))
             ->capture_default_str();
-        s.add_option("--conf-thres,--conf", a.conf_thres, "confidence threshold")->capture_default_str();
-        s.add_option("--iou-thres,--iou", a.iou_thres, "NMS IoU threshold")->capture_default_str();
+        s.add_option("--conf-thres,--conf", a.conf_thres, "confidence threshold")->capture_default_str()->check(CLI::Range(0.0, 1.0));
+        s.add_option("--iou-thres,--iou", a.iou_thres, "NMS IoU threshold")->capture_default_str()->check(CLI::Range(0.0, 1.0));
         s.add_option("--max-det", a.max_det, "maximum detections per image")->capture_default_str();
         s.add_option("--device", a.device, "cuda device, i.e. 0 or 0,1,2,3 or cpu");
         s.add_flag("--view-img", a.view_img, "show results (notice: headless)");

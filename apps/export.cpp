@@ -93,7 +93,7 @@ int run_export(const ExportOptions& o) {
   // ONNX is the inference graph: PGI branch removed (multi-branch heads) and everything fused.
   const bool onnx = o.format == "onnx";
   // Class count: --nc, else the weights file's metadata, else the YAML.
-  const auto meta = io::load_safetensors(o.weights).metadata;
+  const auto meta = io::load_weights_file(o.weights).metadata;  // safetensors or an official .pt
   int64_t nc = o.nc > 0 ? o.nc : weights_meta_nc(meta, o.weights);
   // A `yolov9 train` checkpoint (io/checkpoint.h) keeps the inference weights under "ema.".
   const bool train_ckpt = meta.count("format") && meta.at("format") == io::kCkptFormat;
@@ -177,8 +177,8 @@ void register_export(CLI::App& app) {
                      "num_dets [B,1] int32, boxes [B,K,4] xyxy px, scores [B,K], classes [B,K] int32; rows past "
                      "num_dets are 0 (OpenCV DNN cannot run NonMaxSuppression: use onnxruntime or TensorRT)");
         sub.add_option("--topk-all", o.topk_all, "onnx --nms: detections kept per image K (default 100)");
-        sub.add_option("--iou-thres", o.iou_thres, "onnx --nms: NMS IoU threshold (default 0.45)");
-        sub.add_option("--conf-thres", o.conf_thres, "onnx --nms: confidence threshold (default 0.25)");
+        sub.add_option("--iou-thres", o.iou_thres, "onnx --nms: NMS IoU threshold (default 0.45)")->check(CLI::Range(0.0, 1.0));
+        sub.add_option("--conf-thres", o.conf_thres, "onnx --nms: confidence threshold (default 0.25)")->check(CLI::Range(0.0, 1.0));
         sub.add_flag("--simplify", o.simplify,
                      "onnx: accepted for compatibility; a no-op (the graph is already written folded: BN fused, "
                      "constant shapes and anchors; no onnx-simplifier pass is run)");

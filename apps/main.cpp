@@ -49,7 +49,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help prints and exits 0; every command-line error exits 1, like every other error
+    // (CLI11's own codes, 105-114, would tell a script nothing more).
+    return app.exit(e) == 0 ? 0 : 1;
   }
   if (version) {
     print_version();

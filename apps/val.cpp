@@ -142,8 +142,8 @@ void register_val(CLI::App& app) {
         s.add_option("--imgsz,--img,--img-size", a.imgsz, "inference size (pixels)")
             ->check(CLI::Range(1, static_cast<int>(training::kMaxImgSize)))
             ->capture_default_str();
-        s.add_option("--conf-thres,--conf", a.conf_thres, "confidence threshold")->capture_default_str();
-        s.add_option("--iou-thres,--iou", a.iou_thres, "NMS IoU threshold")->capture_default_str();
+        s.add_option("--conf-thres,--conf", a.conf_thres, "confidence threshold")->capture_default_str()->check(CLI::Range(0.0, 1.0));
+        s.add_option("--iou-thres,--iou", a.iou_thres, "NMS IoU threshold")->capture_default_str()->check(CLI::Range(0.0, 1.0));
         s.add_option("--max-det", a.max_det, "maximum detections per image")->capture_default_str();
         s.add_option("--task", a.task, "train, val, test or speed")
             ->check(CLI::IsMember({"train", "val", "test", "speed", "study"}))

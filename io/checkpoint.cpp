@@ -7,6 +7,7 @@
 #include "engine/autograd.h"
 #include "engine/error.h"
 #include "io/safetensors.h"
+#include "io/torch_pt.h"
 
 namespace io {
 
@@ -25,6 +26,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& ck) {
 }
 
 Checkpoint load_checkpoint(const std::string& path) {
+  if (is_torch_pt_file(path)) return load_torch_checkpoint(path);  // an official PyTorch .pt
   SafetensorsData d = load_safetensors(path);
   Checkpoint ck;
   ck.meta = std::move(d.metadata);
@@ -42,6 +44,16 @@ Checkpoint load_checkpoint(const std::string& path) {
     else ck.model.emplace(k, t);
   }
   return ck;
+}
+
+SafetensorsData load_weights_file(const std::string& path) {
+  if (!is_torch_pt_file(path)) return load_safetensors(path);
+  Checkpoint ck = load_torch_checkpoint(path);
+  SafetensorsData d;
+  d.tensors = inference_weights(ck, path);
+  d.metadata = std::move(ck.meta);
+  if (!ck.ema.empty()) d.metadata["ema"] = "1";
+  return d;
 }
 
 const std::string& meta_str(const Checkpoint& ck, const std::string& key, const std::string& path) {

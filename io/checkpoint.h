@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/tensor.h"
+#include "io/safetensors.h"
 
 namespace io {
 
@@ -40,10 +41,18 @@ void save_checkpoint(const std::string& path, const Checkpoint& ck);
 
 /// Reads a checkpoint written by save_checkpoint (metadata format = kCkptFormat). Any other
 /// safetensors file (a bare state_dict, a `yolov9 export` file) is read as model weights: every
-/// tensor goes to `model` under its own name ("model.0.conv.weight").
-/// Errors: engine::IoError (missing, a directory, truncated, a PyTorch .pt, not safetensors; see
-/// io::load_safetensors).
+/// tensor goes to `model` under its own name ("model.0.conv.weight"). An official PyTorch .pt
+/// (zip magic "PK\x03\x04") is converted by io::load_torch_checkpoint (model, ema, metadata
+/// source=torch-pt, cfg_yaml, nc, names, epoch; no optimizer state).
+/// Errors: engine::IoError (missing, a directory, truncated, not safetensors, a corrupt or
+/// non-YOLOv9 .pt; see io::load_safetensors and io/torch_pt.h).
 Checkpoint load_checkpoint(const std::string& path);
+
+/// The weights of a file for inference or export, as a SafetensorsData: a safetensors file as
+/// io::load_safetensors reads it; an official .pt as its inference weights (EMA over model, as
+/// attempt_load; F32) under plain names, with the metadata of io::load_torch_checkpoint
+/// (cfg_yaml, nc, names, ...; "ema" = "1" when the EMA was taken). Errors: those of both readers.
+SafetensorsData load_weights_file(const std::string& path);
 
 /// Checked reads of checkpoint metadata, for files that may be damaged or hand-edited. `path`
 /// names the file in messages. meta_int: a decimal integer in [lo, hi]; meta_double: a finite

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -250,12 +251,32 @@ bool ScanResult::trainable(std::string* why) const {
   return w.empty();
 }
 
+namespace {
+// A finding quotes bytes from the user's file: control bytes (a NUL above all, which would end a
+// C string) are shown as \xNN so the text prints whole.
+std::string printable(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      char buf[5];
+      std::snprintf(buf, sizeof buf, "\\x%02x", u);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+}  // namespace
+
 std::string ScanResult::findings_text(const std::string& prefix) const {
   std::string out;
   for (const auto& f : findings)
-    out += prefix + "WARNING " + f.file + (f.line ? ":" + std::to_string(f.line) : "") + ": " + f.reason + " (" +
-           f.action + ")\n";
-  if (!cache_note.empty()) out += prefix + "WARNING " + cache_note + "\n";
+    out += prefix + "WARNING " + printable(f.file) + (f.line ? ":" + std::to_string(f.line) : "") + ": " +
+           printable(f.reason) + " (" + f.action + ")\n";
+  if (!cache_note.empty()) out += prefix + "WARNING " + printable(cache_note) + "\n";
   return out;
 }
 

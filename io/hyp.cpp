@@ -3,6 +3,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
@@ -89,16 +90,27 @@ Hyp Hyp::load(const std::string& path, bool require_training_keys) {
   Hyp h;
   for (const auto& kv : y) {
     const std::string k = kv.first.as<std::string>();
+    double v = 0;
     try {
-      h.set(k, kv.second.as<double>());
+      v = kv.second.as<double>();
     } catch (const YAML::Exception&) {
       Y9_THROW(engine::ConfigError, path, ": hyp '", k, "' must be a number");
     }
+    // A NaN or infinite rate or gain trains to NaN weights without a word: refuse it here.
+    Y9_CHECK_T(engine::ConfigError, std::isfinite(v), path, ": hyp '", k, "' is ", kv.second.as<std::string>(),
+               "; it must be a finite number");
+    h.set(k, v);
   }
-  if (require_training_keys)
+  if (require_training_keys) {
     for (const char* k : kRequired)
       Y9_CHECK_T(engine::ConfigError, h.has(k), path, ": hyp key '", k,
                  "' is missing (see configs/hyps/hyp.scratch-high.yaml)");
+    // Rates, gains and probabilities of the official keys are never negative; lr0 must move.
+    for (const char* k : kRequired)
+      Y9_CHECK_T(engine::ConfigError, h.get(k) >= 0, path, ": hyp '", k, "' is ", h.get(k),
+                 "; it must not be negative");
+    Y9_CHECK_T(engine::ConfigError, h.get("lr0") > 0, path, ": hyp 'lr0' is 0; it must be positive");
+  }
   return h;
 }
 

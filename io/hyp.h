@@ -41,8 +41,8 @@ struct Hyp {
 
   /// Reads a hyp YAML (a mapping of key: number). With `require_training_keys`, every key the
   /// official train_dual.py reads must be present (KeyError there). Throws engine::IoError for a
-  /// missing or invalid file, engine::ConfigError naming the file and key for a non-number or a
-  /// missing required key.
+  /// missing or invalid file, engine::ConfigError naming the file and key for a non-number, a NaN
+  /// or infinite value, a missing required key, a negative required key or lr0 = 0.
   static Hyp load(const std::string& path, bool require_training_keys = true);
   /// From to_json() output (checkpoint metadata). Throws engine::ConfigError on a non-number.
   static Hyp from_json(const nlohmann::json& j);

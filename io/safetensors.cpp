@@ -65,8 +65,9 @@ SafetensorsData load_safetensors(const std::string& path) {
 SafetensorsData parse_safetensors(const char* bytes, size_t size, const std::string& path) {
   if (const char* kind = pytorch_kind(bytes, size))
     Y9_IO_FAIL(path, "this is a PyTorch checkpoint (", kind,
-               "), not a safetensors file; PyTorch .pt weights are not supported yet. Convert it with the official "
-               "code: safetensors.torch.save_file(ckpt['model'].float().state_dict(), 'weights.safetensors')");
+               "), not a safetensors file: io::load_checkpoint and io::load_weights_file read torch.save zip "
+               "archives (io/torch_pt.h); the legacy pre-1.6 pickle format is not supported, re-save it with a "
+               "newer torch.save");
   if (size < 8) Y9_IO_FAIL(path, "truncated: ", size, " bytes, need at least 8 for the header length");
   uint64_t header_len = 0;
   std::memcpy(&header_len, bytes, 8);

@@ -28,7 +28,7 @@ SafetensorsData load_safetensors(const std::string& path);
 /// Parses a whole safetensors file held in memory (`size` bytes at `data`); `name` (the path)
 /// names it in messages. Never reads past `size`, whatever the bytes.
 /// Errors: engine::IoError naming `name` and the problem: a PyTorch checkpoint (torch.save zip
-/// archive or pickle: "not supported yet"), fewer than 8 bytes or fewer than the header length
+/// archive or pickle: read those with io::load_checkpoint / io::load_weights_file), fewer than 8 bytes or fewer than the header length
 /// (truncated), header not valid JSON or not an object, an entry without a known dtype / a
 /// non-negative integer shape / two data_offsets, data offsets out of range, a byte size that
 /// does not equal numel * dtype size, non-string metadata.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fuzzes the input parsers (label files, data.yaml, model YAML, safetensors) with libFuzzer under
+# Fuzzes the input parsers (label files, data.yaml, model YAML, safetensors, PyTorch .pt) with libFuzzer under
 # ASan and UBSan for a bounded time each; runs no training. Builds only the parser sources
 # (fuzz/CMakeLists.txt) with clang in its own tree. Exits non-zero when a target finds a crash,
 # a sanitizer report, an exception other than the engine's own errors, or a broken invariant;
@@ -18,9 +18,9 @@ CC=clang CXX=clang++ cmake -S fuzz -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWi
 cmake --build "$BUILD" -j "$(nproc)"
 mkdir -p "$BUILD/artifacts"
 # Any input longer than this is a bigger version of a shorter one for these grammars.
-declare -A MAXLEN=([label]=2048 [data_yaml]=4096 [model_yaml]=8192 [safetensors]=4096)
+declare -A MAXLEN=([label]=2048 [data_yaml]=4096 [model_yaml]=8192 [safetensors]=4096 [pt]=16384)
 status=0
-for t in label data_yaml model_yaml safetensors; do
+for t in label data_yaml model_yaml safetensors pt; do
   corpus="$BUILD/corpus/$t"
   mkdir -p "$corpus"
   if [ -d "fuzz/corpus/$t" ]; then cp -n fuzz/corpus/$t/* "$corpus"/; fi

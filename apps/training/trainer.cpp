@@ -36,6 +36,7 @@
 #include "io/grad_norm_log.h"
 #include "io/paths.h"
 #include "io/plots.h"
+#include "io/torch_pt.h"
 #include "ops/ops.h"
 
 namespace fs = std::filesystem;
@@ -311,6 +312,9 @@ void Trainer::setup_resume() {
                                    : o_.resume;
   if (fs::is_directory(resume_path_)) resume_path_ = (fs::path(resume_path_) / "weights" / "last.safetensors").string();
   rck_ = io::load_checkpoint(resume_path_);
+  Y9_CHECK_T(engine::ConfigError, !rck_.meta.count("source") || rck_.meta.at("source") != "torch-pt", resume_path_,
+             ": --resume of an official PyTorch .pt is not supported (its optimizer state is not converted); "
+             "fine-tune from it with --weights instead");
   Y9_CHECK_T(engine::ConfigError, rck_.meta.count("opt") && !rck_.optim.empty(), resume_path_,
              ": not a resumable training checkpoint (no options or optimizer state)");
   const int64_t done = io::meta_int(rck_, "epoch", resume_path_, -1, kMaxEpochs);
@@ -331,10 +335,18 @@ void Trainer::setup_resume() {
   const fs::path ck_dir = fs::absolute(resume_path_).parent_path();
   const fs::path around = ck_dir.filename() == "weights" ? ck_dir.parent_path() : fs::path();
   std::error_code ec;
-  if (!o_.save_dir.empty() && fs::is_directory(o_.save_dir, ec)) {
+  // A relative run folder (runs/train/exp) recorded by a run started elsewhere is the folder
+  // around the checkpoint when that folder's path ends with it: no notice then.
+  const auto ends_with = [](const fs::path& full, const fs::path& tail) {
+    std::vector<fs::path> a(full.begin(), full.end()), b(tail.begin(), tail.end());
+    return !b.empty() && b.size() <= a.size() && std::equal(b.rbegin(), b.rend(), a.rbegin());
+  };
+  const bool same_as_around = !around.empty() && !o_.save_dir.empty() && fs::path(o_.save_dir).is_relative() &&
+                              ends_with(around.lexically_normal(), fs::path(o_.save_dir).lexically_normal());
+  if (!o_.save_dir.empty() && !same_as_around && fs::is_directory(o_.save_dir, ec)) {
     save_dir_ = o_.save_dir;
   } else if (!around.empty()) {
-    if (!o_.save_dir.empty())
+    if (!o_.save_dir.empty() && !same_as_around)
       std::printf("notice: the run folder recorded in the checkpoint (%s) no longer exists; continuing in %s\n",
                   o_.save_dir.c_str(), around.string().c_str());
     save_dir_ = around;
@@ -355,6 +367,24 @@ void Trainer::setup_resume() {
     }
     Y9_THROW(engine::ConfigError, resume_path_, ": training of this run is complete (", done + 1,
              " epochs); nothing to resume. Start a new run with --weights ", resume_path_, " to fine-tune.");
+  }
+  // Resuming from another checkpoint of a run that has finished (best.safetensors, epochN) would
+  // train again over its final weights and results: the official code strips best.pt at the end,
+  // so it refuses; so do we.
+  const fs::path run_last = save_dir_ / "weights" / "last.safetensors";
+  if (fs::is_regular_file(run_last, ec) && !fs::equivalent(run_last, resume_path_, ec)) {
+    bool run_finished = false;
+    try {
+      const io::Checkpoint last = io::load_checkpoint(run_last.string());
+      auto it = last.meta.find("finished");
+      run_finished = it != last.meta.end() && it->second == "1";
+    } catch (const engine::Error&) {
+      // A damaged last.safetensors: the checkpoint given is the way back; go on.
+    }
+    Y9_CHECK_T(engine::ConfigError, !run_finished, resume_path_, ": the run it belongs to (", save_dir_.string(),
+               ") is complete, and resuming from this checkpoint (epoch ", done,
+               ") would overwrite its final weights and results.csv. Start a new run with --weights ", resume_path_,
+               " to fine-tune.");
   }
   std::printf("Resuming training from %s in run folder %s\n", resume_path_.c_str(), save_dir_.string().c_str());
 }
@@ -428,6 +458,15 @@ void Trainer::setup_run_dir() {
   auto embedded = rck_.meta.find("cfg_yaml");
   if (resume_ && embedded != rck_.meta.end() && !embedded->second.empty()) {
     cfg_text_ = embedded->second;
+  } else if (!resume_ && !o_.weights.empty() && (o_.cfg.empty() || o_.cfg == "yolo.yaml") &&
+             io::is_torch_pt_file(o_.weights)) {
+    // An official .pt without --cfg: official train_dual.py builds Model(cfg or ckpt['model'].yaml).
+    const io::Checkpoint w = io::load_checkpoint(o_.weights);
+    auto y = w.meta.find("cfg_yaml");
+    Y9_CHECK_T(engine::ConfigError, y != w.meta.end() && !y->second.empty(), o_.weights,
+               ": the checkpoint carries no model YAML; give --cfg");
+    cfg_text_ = y->second;
+    o_.cfg = w.meta.count("cfg") ? w.meta.at("cfg") : fs::path(o_.weights).stem().string() + ".yaml";
   } else {
     o_.cfg = resolve_config(o_.cfg, "models", "model config (--cfg)");
     cfg_text_ = read_text(o_.cfg, "model config (--cfg)");

@@ -14,6 +14,7 @@
 #include "engine/error.h"
 #include "graph/fuse.h"
 #include "graph/state.h"
+#include "io/checkpoint.h"
 #include "io/safetensors.h"
 
 namespace fs = std::filesystem;
@@ -21,7 +22,7 @@ namespace fs = std::filesystem;
 namespace training {
 
 void load_weights(graph::Module& m, const std::string& path, const graph::LoadOptions& opts) {
-  auto data = io::load_safetensors(path);
+  auto data = io::load_weights_file(path);  // safetensors or an official .pt
   try {
     graph::load_state_dict(m, data.tensors, opts);
   } catch (const engine::ShapeError& e) {
@@ -84,7 +85,7 @@ ModelYaml weights_model_yaml(const std::map<std::string, std::string>& meta, con
 }
 
 LoadedModel load_model(const std::string& weights, const std::string& cfg, int64_t nc_fallback) {
-  io::SafetensorsData data = io::load_safetensors(weights);
+  io::SafetensorsData data = io::load_weights_file(weights);  // safetensors or an official .pt
   LoadedModel lm;
   const auto& meta = data.metadata;
   const ModelYaml yaml = weights_model_yaml(meta, weights, cfg);
@@ -111,6 +112,7 @@ LoadedModel load_model(const std::string& weights, const std::string& cfg, int64
            std::any_of(data.tensors.begin(), data.tensors.end(),
                        [](const auto& kv) { return kv.first.rfind("ema.", 0) == 0; });
   const std::string prefix = lm.ema ? "ema." : "";
+  lm.ema = lm.ema || meta.count("ema") > 0;  // an official .pt: its EMA came under plain names
   graph::LoadOptions lo;
   lo.prefix = prefix;
   try {

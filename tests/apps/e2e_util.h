@@ -64,6 +64,11 @@ inline std::string cfg_path(const std::string& name) {
   return (fs::path(Y9_SOURCE_DIR) / "configs" / "models" / (name + ".yaml")).string();
 }
 
+/// The shipped default hyp file (configs/hyps/hyp.scratch-high.yaml).
+inline std::string hyp_path() {
+  return (fs::path(Y9_SOURCE_DIR) / "configs" / "hyps" / "hyp.scratch-high.yaml").string();
+}
+
 /// Builds `cfg_name` (random init, seed 1) with nc classes and writes its state_dict with the
 /// checkpoint metadata {cfg, nc, names}; returns the model.
 inline std::shared_ptr<graph::Model> make_checkpoint(const std::string& cfg_name, int64_t nc, const std::string& path,

@@ -8,8 +8,10 @@
 
 #include <opencv2/imgcodecs.hpp>
 
+#include <array>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
@@ -151,6 +153,29 @@ TEST(InputErrorsE2E, MessagesNameTheInputAndHideInternals) {
   expect_clear_error(e2e::run_cli(train + " --device foo"), "'foo'", "--device");
   expect_clear_error(e2e::run_cli("val --device foo --data " + f.data + " --weights " + f.weights), "'foo'");
   expect_clear_error(e2e::run_cli("detect --device foo --weights " + f.weights + " --source " + f.dir), "'foo'");
+  // Hyperparameters that would train to NaN weights without a word.
+  std::string hyp_text;
+  {
+    std::ifstream in(e2e::hyp_path());
+    std::stringstream ss;
+    ss << in.rdbuf();
+    hyp_text = ss.str();
+  }
+  for (const auto& [from, to, what] : std::vector<std::array<std::string, 3>>{
+           {"lr0: 0.01", "lr0: .nan", "'lr0' is .nan"}, {"lr0: 0.01", "lr0: -1", "'lr0' is -1"},
+           {"mosaic: 1.0", "mosaic: .inf", "'mosaic' is .inf"}}) {
+    const size_t at = hyp_text.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    const std::string hp = f.dir + "/bad_hyp.yaml";
+    std::ofstream(hp) << std::string(hyp_text).replace(at, from.size(), to);
+    expect_clear_error(e2e::run_cli(train + " --hyp " + hp), hp, what);
+  }
+  // Thresholds out of [0, 1] are refused once, before any image; command-line errors exit 1.
+  const auto thr = e2e::run_cli("detect --conf-thres 1.5 --weights " + f.weights + " --source " + f.dir);
+  expect_clear_error(thr, "--conf-thres", "1.5");
+  EXPECT_EQ(thr.rc, 1) << thr.out;
+  EXPECT_EQ(thr.out.find("non_max_suppression"), std::string::npos) << thr.out;
+  EXPECT_EQ(e2e::run_cli(train + " --no-such-flag").rc, 1);
   // Y9_DEBUG=1 shows the check and its source location.
   const auto dbg = e2e::run_cli("detect --device foo --weights " + f.weights + " --source " + f.dir, "Y9_DEBUG=1");
   EXPECT_NE(dbg.out.find(".cpp:"), std::string::npos) << dbg.out;

@@ -181,6 +181,21 @@ TEST_F(TrainRecoveryE2E, ResumeNeverRepeatsAnEpochAndRemovesStaleTemporaries) {
   EXPECT_TRUE(temporaries(proj / "r" / "weights").empty());
 }
 
+// --resume from best.safetensors (or epochN) of a finished run would train over its final
+// weights and results.csv: refused, as the official code refuses a stripped best.pt. Nothing of
+// the run changes.
+TEST_F(TrainRecoveryE2E, ResumeFromBestOfAFinishedRunIsRefusedAndChangesNothing) {
+  const fs::path run_dir = g_root / "ref" / "straight";
+  const fs::path last = run_dir / "weights" / "last.safetensors";
+  const std::string last_before = read_file(last);
+  const RunResult r = run("train --resume " + (run_dir / "weights" / "best.safetensors").string());
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("is complete"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("best.safetensors"), std::string::npos) << r.out;
+  EXPECT_EQ(read_file(run_dir / "results.csv"), ref_csv_);
+  EXPECT_TRUE(read_file(last) == last_before) << "last.safetensors changed";
+}
+
 // Item 2: --resume PATH continues in the run folder recorded in the checkpoint, wherever the
 // checkpoint file has been copied to.
 TEST_F(TrainRecoveryE2E, ResumeFromACopiedCheckpointContinuesInTheRecordedRunFolder) {

@@ -384,6 +384,22 @@ TEST(Scan, LabelWithUtf8BomParses) {
   EXPECT_EQ(lf.status, io::LabelFile::Status::Found);
 }
 
+// A NUL or other control byte quoted from a label file is shown as \xNN: the findings text
+// prints whole (it used to end at the NUL, hiding every later warning).
+TEST(Scan, ControlBytesInALabelDoNotCutTheFindings) {
+  Case c;
+  tiny::write_image(c.images / "a.jpg", tiny::make_image(32, 32));
+  tiny::write_text(c.labels / "a.txt", std::string("0 0.5 0.5 0.1 0.1\n\0\xff\xfe garbage\n", 30));
+  tiny::write_image(c.images / "b.jpg", tiny::make_image(32, 32));
+  tiny::write_text(c.labels / "b.txt", "0 0.5 0.5 inf 0.1\n");
+  const auto r = c.scan();
+  const std::string text = r.findings_text("");
+  EXPECT_EQ(text.find('\0'), std::string::npos);
+  EXPECT_NE(text.find("\\x00"), std::string::npos) << text;
+  EXPECT_NE(text.find((c.labels / "b.txt").string()), std::string::npos) << text;
+  EXPECT_GE(std::count(text.begin(), text.end(), '\n'), static_cast<std::ptrdiff_t>(r.findings.size())) << text;
+}
+
 // Item 15: images under 10 px are dropped from training (official) but kept for validation,
 // through the same label cache.
 TEST(Scan, SmallImagesDroppedForTrainingKeptForValidation) {

@@ -1,0 +1,106 @@
+// Reading PyTorch checkpoints (`torch.save` files, .pt) without Python or libtorch: the zip
+// container (stored entries only, as torch.save writes them), the pickle subset torch.save emits
+// (protocols 2-4: containers, numbers, strings, GLOBAL/REDUCE/NEWOBJ/BUILD, memo, persistent ids),
+// tensors rebuilt from their raw storages, and the conversion of an official YOLOv9 checkpoint
+// (train_dual.py: {'model': DetectionModel, 'ema', 'epoch', ...}) into an io::Checkpoint.
+//
+// Safety: NOTHING from the file is executed. GLOBAL only records a (module, name) pair; REDUCE,
+// NEWOBJ and BUILD on an unknown class make a generic object that keeps its arguments and its
+// state. Only a fixed set of pure data constructors is interpreted (tensor and parameter rebuild,
+// OrderedDict, set, bytes from _codecs.encode). Every read is bounds-checked; recursion depth, memo
+// size and stack size are capped.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/tensor.h"
+#include "io/checkpoint.h"
+
+namespace io {
+
+struct PtNode;
+/// A pickle value: a node owned by its TorchPt (an arena, so that shared and cyclic values, which
+/// the memo allows, neither leak nor recurse on destruction). Null stands for "absent".
+using PtValue = PtNode*;
+
+/// One unpickled value.
+struct PtNode {
+  enum class Kind { None, Bool, Int, Float, Str, Bytes, Tuple, List, Dict, Set, Global, Object, Storage, Tensor };
+  Kind kind = Kind::None;
+  bool b = false;
+  int64_t i = 0;
+  double f = 0;
+  std::string s;                                  ///< Str, Bytes; Global: "module.name"
+  std::vector<PtValue> items;                     ///< Tuple, List, Set; Object: constructor args
+  std::vector<std::pair<PtValue, PtValue>> dict;  ///< Dict, in insertion order
+  PtValue cls;                                    ///< Object: its class or callable (a Global)
+  PtValue state;                                  ///< Object: the BUILD state (usually a Dict), or null
+  engine::Tensor tensor;                          ///< Tensor (contiguous CPU, stored dtype)
+  // Storage: the raw bytes of archive/data/<key> (a view of the file's bytes).
+  const char* data = nullptr;
+  size_t nbytes = 0;
+  engine::DType dtype = engine::DType::F32;
+
+  /// Dict lookup by string key (nullptr when absent or not a Dict).
+  PtValue get(const std::string& key) const;
+  /// Object: its state attribute `key` (state must be a Dict), else nullptr.
+  PtValue attr(const std::string& key) const;
+  bool is(Kind k) const { return kind == k; }
+};
+
+/// A parsed .pt file: the root value and the nodes it is made of. Tensors own their data (copied
+/// out of the file), so the file's bytes may be freed.
+struct TorchPt {
+  std::string name;  ///< file path, for messages
+  PtValue root = nullptr;
+  std::shared_ptr<std::vector<std::unique_ptr<PtNode>>> nodes;  ///< owns every node
+};
+
+/// True when the first bytes are a zip local file header ("PK\x03\x04"), as every torch.save
+/// file since PyTorch 1.6 starts.
+bool is_zip_magic(const char* data, size_t size);
+/// is_zip_magic on the first 4 bytes of `path` (false when unreadable).
+bool is_torch_pt_file(const std::string& path);
+
+/// Parses a torch.save archive held in memory; `name` names it in messages. Never reads past
+/// `size`. Errors: engine::IoError naming `name` and what was found: not a zip archive, truncated
+/// (no end of central directory, an entry past the end), a compressed entry, no data.pkl, a
+/// pickle opcode that is not supported (its byte and offset), a stack underflow, a missing
+/// storage entry, a tensor outside its storage, nesting or memo past the caps.
+TorchPt parse_torch_pt(const char* data, size_t size, const std::string& name);
+
+/// Reads `path` and parse_torch_pt's it. Errors: engine::IoError (missing, unreadable, and every
+/// error of parse_torch_pt).
+TorchPt load_torch_pt(const std::string& path);
+
+/// The state_dict of a pickled torch.nn.Module object, as Module.state_dict() names it: walks
+/// `_parameters`, `_buffers` (without `_non_persistent_buffers_set`) and `_modules` recursively,
+/// with `prefix` before every name. Errors: engine::IoError naming `what` when `module` is not a
+/// module object.
+std::vector<std::pair<std::string, engine::Tensor>> pt_module_state_dict(const PtValue& module, const std::string& what,
+                                                                         const std::string& prefix = "");
+
+/// A pickled value as YAML text (dicts as maps in their order, lists and tuples as sequences,
+/// None as null, strings plain so that our model-YAML parser reads them as yaml.safe_load + the
+/// official eval would). Used for the model YAML dict a DetectionModel carries.
+std::string pt_to_yaml(const PtValue& v);
+
+/// Converts an official YOLOv9 checkpoint into an io::Checkpoint:
+/// - model: the state_dict of ckpt['model'] (floating tensors as F32, num_batches_tracked I64);
+/// - ema: the same of ckpt['ema'] when it is a model (official loaders prefer it);
+/// - meta: source "torch-pt", cfg_yaml (the model's `yaml` dict as YAML text), cfg (its
+///   yaml_file), nc, names (JSON list), epoch, best_fitness and updates when they are numbers, date.
+/// A bare state_dict (a dict of tensors, or {'model': <dict of tensors>}) is taken as model weights
+/// without metadata. Optimizer state is not converted (resume of an official last.pt is refused by
+/// the trainer). Errors: engine::IoError naming `pt.name` when the file is not a YOLOv9
+/// checkpoint (no 'model'/'ema' module or state_dict).
+Checkpoint torch_pt_checkpoint(const TorchPt& pt);
+
+/// load_torch_pt + torch_pt_checkpoint.
+Checkpoint load_torch_checkpoint(const std::string& path);
+
+}  // namespace io

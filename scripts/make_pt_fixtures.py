@@ -1,0 +1,270 @@
+"""Makes official PyTorch YOLOv9 checkpoints and the official outputs on them, for the .pt reader's
+parity test (tests/io/torch_pt_ref_test.cpp, env Y9_PT_FIXTURES). Runs the official code itself
+(nothing of it is copied here) with Debian's python3-torch:
+
+    YOLOV9_OFFICIAL=/work/official /usr/bin/python3 scripts/make_pt_fixtures.py /work/pt-fixtures
+    Y9_PT_FIXTURES=/work/pt-fixtures ctest --test-dir build -R torch_pt_ref
+
+Writes, in the output folder (keep it OUTSIDE the repository):
+  yolov9-t-stripped.pt   (a) yolov9-t as the official strip_optimizer leaves it: FP16 model, ema None
+  last.pt                (b) a full last.pt of a real `train_dual.py --epochs 1` run (CPU, 64 px, 4
+                             images, fine-tuned from (a)): model + EMA (FP16), optimizer state, opt
+  gelan-s-converted.pt   (c) gelan-s saved as the official reparameterization notebook saves
+                             converted models ({'model': model.half(), 'ema': None, 'epoch': -1, ...})
+  images/                3 coco128 images;  val/ a dataset of them whose labels are (a)'s own
+                         detections, jittered (so mAP is far from 0); val/data.yaml
+  reference.json         per checkpoint: the official NMS output per image (letterboxed-input
+                         pixels, unrounded, as detect.py/detect_dual.py compute it before
+                         scale_boxes), and the official val_dual.py / val.py run() metrics
+                         (mp, mr, map50, map) on val/.
+
+Random weights detect nothing (the class biases start at log(5/nc/(640/s)^2)), so (a) and (c) get
+seeded perturbations of their BatchNorm statistics and class biases first; they are otherwise the
+official models.
+"""
+import json
+import math
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+from copy import deepcopy
+from pathlib import Path
+
+import numpy as np
+
+ROOT = os.environ.get("YOLOV9_OFFICIAL")
+if not ROOT or not os.path.isdir(ROOT):
+    sys.exit("set YOLOV9_OFFICIAL to a checkout of WongKinYiu/yolov9")
+if len(sys.argv) != 2:
+    sys.exit("usage: make_pt_fixtures.py OUT_DIR")
+OUT = Path(sys.argv[1]).resolve()
+COCO = Path(os.environ.get("YOLOV9_COCO128", Path(__file__).resolve().parents[1] / ".." / "shared/data/coco128")).resolve()
+os.environ.setdefault("YOLOV5_CONFIG_DIR", tempfile.mkdtemp(prefix="y9_ptfix_cfg_"))
+sys.path.insert(0, ROOT)
+
+import torch  # noqa: E402
+import yaml  # noqa: E402
+
+import models.yolo as yolo  # noqa: E402
+from models.common import DetectMultiBackend  # noqa: E402
+from utils.dataloaders import LoadImages  # noqa: E402
+from utils.general import LOGGER, non_max_suppression, strip_optimizer  # noqa: E402
+
+import utils.general  # noqa: E402
+
+utils.general.check_font = lambda *a, **k: None  # no font download (offline machines)
+LOGGER.setLevel(40)
+torch.set_num_threads(2)
+# val at conf 0.25, not the default 0.001: the perturbed random weights put most (anchor, class)
+# scores above 0.001, which makes NMS a 30000-box chain of near-ties (and trips the official NMS
+# time limit); the metric code is the same.
+VAL_CONF = 0.25
+SOURCE_IMAGES = ["000000000009.jpg", "000000000064.jpg", "000000000089.jpg"]  # 640x480, 480x640: no padding
+# The fixture images are these plus seeded noise in [-4, 4], saved as PNG: random weights turn
+# uniform regions (letterbox gray, sky, over-exposure) into exactly tied scores at several
+# positions, and the order of tied boxes (an unstable sort) then decides NMS.
+IMAGES = [Path(n).stem + ".png" for n in SOURCE_IMAGES]
+NAMES = yaml.safe_load(open(COCO / "coco128.yaml"))["names"]
+NAMES = [NAMES[i] for i in range(len(NAMES))] if isinstance(NAMES, dict) else NAMES
+
+
+def cls_convs(model):
+    """The last conv of every class branch of the head (cv3 of DDetect, cv3 and cv5 of DualDDetect)."""
+    for m in model.modules():
+        if type(m).__name__ in ("DDetect", "DualDDetect"):
+            for seqs in [getattr(m, "cv3", []), getattr(m, "cv5", [])]:
+                for s in seqs:
+                    yield s[-1]
+
+
+def perturb(model, seed, dual):
+    """Seeded BatchNorm affine parameters, statistics recalibrated on the images, and class biases
+    shifted so that about 1 in 3000 (anchor, class) scores of the 3 images exceeds 0.25: a model
+    that detects something, like a trained one."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.weight.copy_(1 + torch.randn(m.weight.shape, generator=g) * 0.1)
+                m.bias.copy_(torch.randn(m.bias.shape, generator=g) * 0.1)
+        # BatchNorm statistics recalibrated on the images (cumulative average, train mode): with
+        # the init weights' statistics the activations fade layer by layer and the output does not
+        # depend on the input at all.
+        bns = [m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+        for m in bns:
+            m.reset_running_stats()
+            m.momentum = None
+        model.train()
+        for _, im in letterboxed(32):
+            model(torch.from_numpy(im).float()[None] / 255)
+        for m in bns:  # a variance floor: tiny-variance channels would amplify rounding (FP32 vs FP64
+            m.running_var.clamp_(min=m.running_var.mean().item())  # boxes 1 px apart without it)
+            m.momentum = 0.03
+        for c in cls_convs(model):
+            c.bias.copy_(torch.randn(c.bias.shape, generator=g) * 0.5)
+        model.eval()
+        logits = []
+        for _, im in letterboxed(32):
+            pred = model(torch.from_numpy(im).float()[None] / 255)
+            pred = pred[0][1] if dual else pred[0]
+            p = pred[0, 4:].double().clamp(1e-12, 1 - 1e-12)
+            logits.append((p / (1 - p)).log().flatten())
+        logits = torch.cat(logits)
+        shift = math.log(0.25 / 0.75) - torch.quantile(logits[::7].float(), 1 - 1 / 3000).item()
+        for c in cls_convs(model):
+            c.bias.add_(shift)
+        print(f"perturb: class bias shift {shift:.3f}, logit std {logits.std().item():.3f}")
+
+
+def save_like_train(model, path):
+    """The dict train_dual.py saves (model and EMA FP16), then the official strip_optimizer."""
+    ckpt = {"epoch": 0, "best_fitness": None, "model": deepcopy(model).half(), "ema": deepcopy(model).half(),
+            "updates": 1, "optimizer": None, "opt": {}, "git": None, "date": "2024-06-01T00:00:00"}
+    torch.save(ckpt, path)
+    strip_optimizer(path)
+
+
+def make_a():
+    torch.manual_seed(1)
+    m = yolo.Model(str(Path(ROOT) / "models/detect/yolov9-t.yaml"), ch=3, nc=80)
+    m.nc, m.names = 80, NAMES  # as train_dual.py sets them
+    perturb(m, 11, dual=True)
+    save_like_train(m.eval(), OUT / "yolov9-t-stripped.pt")
+
+
+def make_c():
+    torch.manual_seed(3)
+    m = yolo.Model(str(Path(ROOT) / "models/detect/gelan-s.yaml"), ch=3, nc=80)
+    m.nc, m.names = 80, NAMES
+    perturb(m, 33, dual=False)
+    # tools/reparameterization.ipynb: the converted checkpoint
+    ckpt = {"model": deepcopy(m.eval()).half(), "optimizer": None, "best_fitness": None, "ema": None, "updates": None,
+            "opt": None, "git": None, "date": None, "epoch": -1}
+    torch.save(ckpt, OUT / "gelan-s-converted.pt")
+
+
+def make_b():
+    data = OUT / "train-data"
+    shutil.rmtree(data, ignore_errors=True)
+    (data / "images").mkdir(parents=True)
+    (data / "labels").mkdir(parents=True)
+    for name in ["000000000009.jpg", "000000000025.jpg", "000000000030.jpg", "000000000034.jpg"]:
+        shutil.copy(COCO / "images/train2017" / name, data / "images")
+        lab = COCO / "labels/train2017" / (Path(name).stem + ".txt")
+        if lab.exists():
+            shutil.copy(lab, data / "labels")
+    (data / "data.yaml").write_text(yaml.safe_dump({"path": str(data), "train": "images", "val": "images",
+                                                    "nc": 80, "names": NAMES}))
+    runs = OUT / "train-runs"
+    shutil.rmtree(runs, ignore_errors=True)
+    # The official run, with strip_optimizer disabled so that last.pt keeps its optimizer and EMA
+    # (the state of a checkpoint written during training).
+    # Debian has no tensorboard package: the loggers get an inert SummaryWriter; no font download.
+    code = ("import sys, types; tb = types.ModuleType('torch.utils.tensorboard'); "
+            "tb.SummaryWriter = type('SummaryWriter', (), {'__init__': lambda s, *a, **k: None, "
+            "'__getattr__': lambda s, n: (lambda *a, **k: None)}); sys.modules['torch.utils.tensorboard'] = tb; "
+            "import utils.general as g; g.strip_optimizer = lambda *a, **k: None; g.check_font = lambda *a, **k: None; "
+            "import train_dual; opt = train_dual.parse_opt(); train_dual.main(opt)")
+    args = [sys.executable, "-c", code, "--weights", str(OUT / "yolov9-t-stripped.pt"), "--cfg",
+            "models/detect/yolov9-t.yaml", "--data", str(data / "data.yaml"), "--hyp",
+            "data/hyps/hyp.scratch-high.yaml", "--epochs", "1", "--batch-size", "2", "--img", "64", "--device",
+            "cpu", "--workers", "0", "--project", str(runs), "--name", "exp", "--exist-ok", "--noplots"]
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    subprocess.run(args, cwd=ROOT, env=env, check=True)
+    shutil.copy(runs / "exp/weights/last.pt", OUT / "last.pt")
+
+
+def letterboxed(stride, folder=None):
+    files = [str(Path(folder or OUT / "images") / n) for n in IMAGES]
+    return [(Path(p).name, im) for p, im, _, _, _ in LoadImages(files, img_size=640, stride=stride, auto=True)]
+
+
+def official_detect(weights, dual):
+    """detect_dual.py (dual heads) / detect.py: DetectMultiBackend, LoadImages, forward, NMS."""
+    model = DetectMultiBackend(str(weights), device=torch.device("cpu"), fuse=True)
+    out = {}
+    for name, im in letterboxed(model.stride):
+        x = torch.from_numpy(im).float()[None] / 255
+        with torch.no_grad():
+            pred = model(x)
+        pred = pred[0][1] if dual else pred[0]
+        det = non_max_suppression(pred, 0.25, 0.45, None, False, max_det=1000)[0]
+        out[name] = {"shape": list(x.shape), "det": det.tolist()}
+    return out
+
+
+def make_val_set(dets):
+    """val/: the 3 images, labelled with the detections of (a) and (c) (up to 12 each), every other
+    box shifted by 3%."""
+    val = OUT / "val"
+    shutil.rmtree(val, ignore_errors=True)
+    (val / "images").mkdir(parents=True)
+    (val / "labels").mkdir(parents=True)
+    rnd = random.Random(5)
+    for name in IMAGES:
+        shutil.copy(OUT / "images" / name, val / "images")
+        import cv2
+        h0, w0 = cv2.imread(str(OUT / "images" / name)).shape[:2]
+        _, _, hh, ww = dets[0][name]["shape"]
+        gain = min(hh / h0, ww / w0)
+        pw, ph = (ww - w0 * gain) / 2, (hh - h0 * gain) / 2
+        lines = []
+        rows = [r for det in dets for r in det[name]["det"][:12]]
+        for k, (x1, y1, x2, y2, conf, c) in enumerate(rows):
+            x1, x2 = [min(max((v - pw) / gain, 0), w0) for v in (x1, x2)]
+            y1, y2 = [min(max((v - ph) / gain, 0), h0) for v in (y1, y2)]
+            cx, cy, w, h = (x1 + x2) / 2 / w0, (y1 + y2) / 2 / h0, (x2 - x1) / w0, (y2 - y1) / h0
+            if k % 2:
+                cx, cy = cx + rnd.uniform(-0.03, 0.03) * w, cy + rnd.uniform(-0.03, 0.03) * h
+            if w > 0.002 and h > 0.002:
+                lines.append(f"{int(c)} {min(max(cx, 0), 1):.6f} {min(max(cy, 0), 1):.6f} {w:.6f} {h:.6f}")
+        (val / "labels" / (Path(name).stem + ".txt")).write_text("\n".join(lines) + "\n")
+    (val / "data.yaml").write_text(yaml.safe_dump({"path": str(val), "train": "images", "val": "images", "nc": 80,
+                                                   "names": NAMES}))
+
+
+def official_val(weights, dual):
+    import val as val_single
+    import val_dual
+    import argparse
+    mod = val_dual if dual else val_single
+    mod.opt = argparse.Namespace(min_items=0)  # run() reads the CLI's global opt (official quirk)
+    run = mod.run
+    (mp, mr, map50, map_, *_), _, _ = run(data=str(OUT / "val/data.yaml"), weights=str(weights), batch_size=2,
+                                          imgsz=640, conf_thres=VAL_CONF, iou_thres=0.7, device="cpu", workers=0,
+                                          half=False, plots=False, project=str(OUT / "val-runs"), name="exp",
+                                          exist_ok=True)
+    return {"mp": mp, "mr": mr, "map50": map50, "map": map_}
+
+
+def main():
+    OUT.mkdir(parents=True, exist_ok=True)
+    import cv2
+    shutil.rmtree(OUT / "images", ignore_errors=True)
+    (OUT / "images").mkdir()
+    rng = np.random.default_rng(9)
+    for src, name in zip(SOURCE_IMAGES, IMAGES):
+        im = cv2.imread(str(COCO / "images/train2017" / src)).astype(np.int16)
+        im = np.clip(im + rng.integers(-4, 5, im.shape), 0, 255).astype(np.uint8)
+        cv2.imwrite(str(OUT / "images" / name), im)
+    if os.environ.get("Y9_PT_FIXTURES_REUSE") != "1" or not (OUT / "last.pt").exists():  # reuse: re-run the outputs only
+        make_a()
+        make_c()
+        make_b()
+    ckpts = {"yolov9-t-stripped.pt": True, "last.pt": True, "gelan-s-converted.pt": False}
+    ref = {"torch": torch.__version__, "images": IMAGES, "val_conf_thres": VAL_CONF, "checkpoints": {}}
+    for name, dual in ckpts.items():
+        ref["checkpoints"][name] = {"dual": dual, "detect": official_detect(OUT / name, dual)}
+    make_val_set([ref["checkpoints"][n]["detect"] for n in ("yolov9-t-stripped.pt", "gelan-s-converted.pt")])
+    for name, dual in ckpts.items():
+        ref["checkpoints"][name]["val"] = official_val(OUT / name, dual)
+        print(name, {k: len(v["det"]) for k, v in ref["checkpoints"][name]["detect"].items()},
+              ref["checkpoints"][name]["val"])
+    (OUT / "reference.json").write_text(json.dumps(ref, indent=1))
+
+
+if __name__ == "__main__":
+    main()

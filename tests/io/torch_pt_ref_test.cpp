@@ -1,0 +1,165 @@
+// Parity of official PyTorch checkpoints read by io/torch_pt with the official code on the same
+// files: the checkpoints of scripts/make_pt_fixtures.py (a stripped FP16 yolov9-t, a full last.pt
+// of a train_dual.py run with optimizer and EMA, a converted gelan-s) in $Y9_PT_FIXTURES.
+// - detect: our model from the .pt (training::load_model, as `yolov9 detect --weights x.pt`),
+//   letterbox, forward and NMS (conf 0.25, IoU 0.45, max_det 1000) against the official
+//   detect_dual.py / detect.py pipeline's NMS output: same count, same classes, boxes within 1e-3
+//   px (letterboxed-input pixels, before rounding), confidences within 1e-4.
+// - val: run_validation (as `yolov9 val --weights x.pt`) against val_dual.py / val.py run() on the
+//   fixture's val/ set (conf 0.25, see make_pt_fixtures.py): mAP50 and mAP50-95 within 1e-4.
+// Skips (GTEST_SKIP with the reason) when Y9_PT_FIXTURES is unset: CI has no torch.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include "apps/training/evaluator.h"
+#include "apps/training/weights.h"
+#include "engine/autograd.h"
+#include "io/augment.h"
+#include "io/data_yaml.h"
+#include "io/loader.h"
+#include "ops/nms.h"
+#include "ops/ops.h"
+
+namespace fs = std::filesystem;
+using engine::DType;
+using engine::Tensor;
+
+namespace {
+
+std::string fixtures() {
+  const char* e = std::getenv("Y9_PT_FIXTURES");
+  return e && *e ? std::string(e) : std::string();
+}
+
+nlohmann::json reference() {
+  std::ifstream f(fixtures() + "/reference.json");
+  return nlohmann::json::parse(f);
+}
+
+#define Y9_PT_FIXTURES_OR_SKIP()                                                                         \
+  do {                                                                                                   \
+    if (fixtures().empty())                                                                              \
+      GTEST_SKIP() << "Y9_PT_FIXTURES is not set (make the checkpoints with YOLOV9_OFFICIAL=<checkout> " \
+                      "/usr/bin/python3 scripts/make_pt_fixtures.py <dir>)";                             \
+    ASSERT_TRUE(fs::exists(fixtures() + "/reference.json")) << fixtures() << " has no reference.json";   \
+  } while (0)
+
+// Letterboxed [1, 3, H, W] F32 RGB / 255, as the detect loop builds it.
+Tensor letterboxed(const std::string& path) {
+  cv::Mat im0 = cv::imread(path);
+  io::LetterboxResult lb = io::letterbox(im0, 640, 640, /*auto_pad=*/true, false, true, 32);
+  cv::Mat rgb;
+  cv::cvtColor(lb.img, rgb, cv::COLOR_BGR2RGB);
+  const int H = rgb.rows, W = rgb.cols;
+  Tensor t = Tensor::empty({1, 3, H, W}, DType::F32);
+  float* d = t.data<float>();
+  for (int y = 0; y < H; ++y)
+    for (int x = 0; x < W; ++x)
+      for (int c = 0; c < 3; ++c)
+        d[(static_cast<int64_t>(c) * H + y) * W + x] = rgb.ptr<uint8_t>(y)[3 * x + c] / 255.0f;
+  return t;
+}
+
+class TorchPtRef : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TorchPtRef, DetectMatchesOfficial) {
+  Y9_PT_FIXTURES_OR_SKIP();
+  const nlohmann::json ref = reference()["checkpoints"][GetParam()];
+  training::LoadedModel lm = training::load_model(fixtures() + "/" + GetParam());
+  training::Predictor pred = training::model_predictor(*lm.model);
+  ops::NmsOptions nms;
+  nms.conf_thres = 0.25;
+  nms.iou_thres = 0.45;
+  nms.max_det = 1000;
+  double max_box = 0, max_conf = 0;
+  int64_t boxes = 0;
+  for (const auto& [image, r] : ref["detect"].items()) {
+    Tensor im = letterboxed(fixtures() + "/images/" + image);
+    ASSERT_EQ(im.size(2), r["shape"][2].get<int64_t>()) << image;
+    ASSERT_EQ(im.size(3), r["shape"][3].get<int64_t>()) << image;
+    io::Batch b;
+    b.paths = {image};
+    b.indices = {0};
+    b.targets = Tensor::zeros({0, 6});
+    Tensor det = ops::non_max_suppression(pred(im, b), nms)[0].to(DType::F32).contiguous();
+    const auto& want = r["det"];
+    const float* d = det.data<float>();
+    std::string listing;  // both lists, for a failure message
+    for (int64_t i = 0; i < std::max<int64_t>(det.size(0), want.size()); ++i) {
+      char buf[256];
+      if (i < det.size(0))
+        std::snprintf(buf, sizeof buf, "ours %8.3f %8.3f %8.3f %8.3f %.6f %2.0f", d[6 * i], d[6 * i + 1], d[6 * i + 2],
+                      d[6 * i + 3], d[6 * i + 4], d[6 * i + 5]);
+      else
+        std::snprintf(buf, sizeof buf, "%-60s", "ours -");
+      listing += buf;
+      if (i < static_cast<int64_t>(want.size()))
+        std::snprintf(buf, sizeof buf, " | official %8.3f %8.3f %8.3f %8.3f %.6f %2.0f\n", want[i][0].get<double>(),
+                      want[i][1].get<double>(), want[i][2].get<double>(), want[i][3].get<double>(),
+                      want[i][4].get<double>(), want[i][5].get<double>());
+      else
+        std::snprintf(buf, sizeof buf, " | official -\n");
+      listing += buf;
+    }
+    ASSERT_EQ(det.size(0), static_cast<int64_t>(want.size())) << GetParam() << " " << image << "\n" << listing;
+    for (size_t i = 0; i < want.size(); ++i) {
+      for (int k = 0; k < 4; ++k) max_box = std::max(max_box, std::abs(d[6 * i + k] - want[i][k].get<double>()));
+      max_conf = std::max(max_conf, std::abs(d[6 * i + 4] - want[i][4].get<double>()));
+      EXPECT_EQ(static_cast<int64_t>(d[6 * i + 5]), static_cast<int64_t>(want[i][5].get<double>()))
+          << GetParam() << " " << image << " box " << i << "\n"
+          << listing;
+    }
+    boxes += det.size(0);
+  }
+  std::printf("%s: %lld boxes, max box diff %.3g px, max conf diff %.3g\n", GetParam().c_str(),
+              static_cast<long long>(boxes), max_box, max_conf);
+  EXPECT_GT(boxes, 0);
+  EXPECT_LE(max_box, 1e-3);
+  EXPECT_LE(max_conf, 1e-4);
+}
+
+TEST_P(TorchPtRef, ValMatchesOfficial) {
+  Y9_PT_FIXTURES_OR_SKIP();
+  const nlohmann::json all = reference();
+  const nlohmann::json ref = all["checkpoints"][GetParam()]["val"];
+  io::DataConfig data = io::load_data_yaml(fixtures() + "/val/data.yaml");
+  training::LoadedModel lm = training::load_model(fixtures() + "/" + GetParam(), "", data.nc);
+  training::ValOptions o;
+  o.batch_size = 2;
+  o.workers = 0;
+  o.names = data.names;
+  o.plots = false;
+  o.conf_thres = all["val_conf_thres"].get<double>();  // as the official run (make_pt_fixtures.py)
+  auto ds = training::make_val_dataset(data.val, 640, 2, /*rect=*/true, 0.5, data.nc, false, 0, "");
+  training::ValResult r = training::run_validation(*lm.model, ds, o);
+  std::printf("%s: mAP50 %.6f (official %.6f, diff %.2g), mAP50-95 %.6f (official %.6f, diff %.2g), P %.6f (%.6f), "
+              "R %.6f (%.6f)\n",
+              GetParam().c_str(), r.metrics.map50, ref["map50"].get<double>(),
+              std::abs(r.metrics.map50 - ref["map50"].get<double>()), r.metrics.map, ref["map"].get<double>(),
+              std::abs(r.metrics.map - ref["map"].get<double>()), r.metrics.mp, ref["mp"].get<double>(), r.metrics.mr,
+              ref["mr"].get<double>());
+  EXPECT_GT(r.metrics.map50, 0.05);  // the labels are the model's own detections, jittered
+  EXPECT_NEAR(r.metrics.map50, ref["map50"].get<double>(), 1e-4);
+  EXPECT_NEAR(r.metrics.map, ref["map"].get<double>(), 1e-4);
+  EXPECT_NEAR(r.metrics.mp, ref["mp"].get<double>(), 1e-4);
+  EXPECT_NEAR(r.metrics.mr, ref["mr"].get<double>(), 1e-4);
+}
+
+INSTANTIATE_TEST_SUITE_P(Checkpoints, TorchPtRef,
+                         ::testing::Values("yolov9-t-stripped.pt", "last.pt", "gelan-s-converted.pt"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           for (char& c : s)
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return s;
+                         });
+
+}  // namespace
