@@ -2,7 +2,8 @@
 # The inference build's e2e test (ctest inference_build_e2e, label e2e; cmake/inference.cmake).
 #   1. readelf -d: no training dependency is NEEDED by the inference programs (MPI, NCCL, protobuf/
 #      ONNX, GoogleTest, benchmark), and libyolov9_infer.a holds no optimizer or loader symbols.
-#   2. Boxes: weights made by the full build (gelan-t trained 1 epoch, and its --fuse export), then
+#   2. Boxes: weights made by the full build (gelan-t trained 1 epoch, its --fuse export, and the
+#      official tiny .pt of tests/data/pt), then
 #      `yolov9 detect --save-txt --save-conf` of both builds on coco128 images must give the same
 #      label files byte for byte, and the API example (apps/infer/example.cpp) the same boxes.
 # Usage: inference_build_e2e.sh INFERENCE_BUILD_DIR FULL_BUILD_DIR  (exit 77 = skipped)
@@ -76,6 +77,16 @@ for w in runs/t/weights/last.safetensors fused.safetensors; do
     n=$((n + 1))
   done
 done
+# An official .pt checkpoint (tests/data/pt, made by the official code) loads the same way.
+pt="$SRC/tests/data/pt/tiny_yolo.pt"
+if [ -f "$pt" ]; then
+  args=(detect --weights "$pt" --source "$work/src" --img 320 --conf-thres 0.001 --save-txt --save-conf --nosave --exist-ok)
+  "$FB/yolov9" "${args[@]}" --project "$work/full" --name pt >"$work/full_pt.log" 2>&1 || fail "full detect .pt: $(tail -3 "$work/full_pt.log")"
+  $RUN "$IB/yolov9" "${args[@]}" --project "$work/inf" --name pt >"$work/inf_pt.log" 2>&1 ||
+    fail "inference detect .pt: $(tail -3 "$work/inf_pt.log")"
+  diff -r "$work/full/pt/labels" "$work/inf/pt/labels" >/dev/null || fail "tiny_yolo.pt: labels differ"
+  echo "tiny_yolo.pt --img 320: $(cat "$work/full/pt/labels/"*.txt | wc -l) boxes, labels identical"
+fi
 # The API example at the detect defaults except conf: its boxes in pixels against detect's labels.
 $RUN "$IB/yolov9_infer_example" "$work/fused.safetensors" "${imgs[@]}" --conf 0.001 >"$work/api.txt" ||
   fail "example failed"
