@@ -6,13 +6,15 @@
 
 #include "engine/device.h"
 #include "engine/tensor.h"
-#include "apps/dataset.h"
 #include "apps/detect.h"
+#ifndef Y9_INFERENCE_ONLY
+#include "apps/dataset.h"
 #include "apps/export.h"
 #include "apps/selfcheck.h"
 #include "apps/synth.h"
 #include "apps/train.h"
 #include "apps/val.h"
+#endif
 
 namespace apps {
 
@@ -22,7 +24,7 @@ std::map<std::string, std::function<int()>>& runners() {
   return r;
 }
 
-void add_pending(CLI::App& app, const std::string& name, const std::string& description, const char* issue) {
+[[maybe_unused]] void add_pending(CLI::App& app, const std::string& name, const std::string& description, const char* issue) {
   add_command(app, name, description, [](CLI::App& sub) { sub.allow_extras(); },
               [name, issue]() {
                 std::fprintf(stderr, "yolov9 %s: not implemented yet (%s)\n", name.c_str(), issue);
@@ -47,6 +49,9 @@ int run_selected(CLI::App& app) {
 }
 
 void register_commands(CLI::App& app) {
+#ifdef Y9_INFERENCE_ONLY
+  register_detect(app);  // the embedded inference build (preset `inference`): detect only
+#else
   register_train(app);
   register_val(app);
   register_detect(app);
@@ -55,6 +60,7 @@ void register_commands(CLI::App& app) {
   register_synth(app);
   add_pending(app, "bench", "(not implemented yet: run the build/*_bench programs)", "run the build/*_bench programs");
   register_info(app);
+#endif
 }
 
 }  // namespace apps

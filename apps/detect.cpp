@@ -11,7 +11,9 @@
 #include "io/paths.h"
 #include "apps/training/config_paths.h"
 #include "apps/training/detector.h"
-#include "apps/training/features.h"
+#ifndef Y9_INFERENCE_ONLY
+#include "apps/training/features.h"  // --visualize: plots, not in the inference build
+#endif
 #include "apps/training/option_checks.h"
 #include "apps/training/weights.h"
 #include "engine/error.h"
@@ -88,7 +90,12 @@ int run_detect_cli(const DetectArgs& a) {
   o.names = names;
   o.save_dir = io::increment_path((std::filesystem::path(a.project) / a.name).string(), a.exist_ok, /*mkdir=*/true);
   // --visualize: the feature grids of every stage go to <run>/<image stem>/ (official layout).
+#ifdef Y9_INFERENCE_ONLY
+  if (a.visualize) std::printf("detect: NOTICE --visualize is not in the inference build; ignored\n");
+  const Predictor predictor = model_predictor(*lm.model);
+#else
   const Predictor predictor = a.visualize ? visualizing_predictor(*lm.model, o.save_dir) : model_predictor(*lm.model);
+#endif
   DetectSummary s = run_detect(predictor, a.source, o);
   if (o.save_txt || !o.nosave) {
     std::string extra;

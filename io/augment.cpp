@@ -25,9 +25,6 @@ std::array<uint32_t, 4> philox(std::array<uint32_t, 4> c, std::array<uint32_t, 2
   const engine::Philox4x32 r = engine::philox4x32_10({{c[0], c[1], c[2], c[3]}}, k[0], k[1]);
   return {r.v[0], r.v[1], r.v[2], r.v[3]};
 }
-
-// Python round(): half to even (the default FE_TONEAREST mode of nearbyint).
-int round_half_even(double x) { return static_cast<int>(std::nearbyint(x)); }
 // Quadrant placement of official load_mosaic: canvas rect `a` and tile rect `b` of tile k.
 void mosaic_rects(int k, int h, int w, int xc, int yc, int S, cv::Rect& a, cv::Rect& b) {
   int ax1, ay1, ax2, ay2, bx1, by1, bx2, by2;
@@ -101,43 +98,6 @@ double Rng::beta(double a, double b) {
 
 // ---------------------------------------------------------------------------------------------
 // Resize, letterbox, rect
-
-LetterboxResult letterbox(const cv::Mat& im, int new_h, int new_w, bool auto_pad, bool scale_fill, bool scaleup,
-                          int stride) {
-  Y9_CHECK(!im.empty(), "letterbox: empty image");
-  Y9_CHECK(new_h > 0 && new_w > 0 && stride > 0, "letterbox: bad target ", new_h, "x", new_w, " stride ", stride);
-  const int h = im.rows, w = im.cols;
-  double r = std::min(static_cast<double>(new_h) / h, static_cast<double>(new_w) / w);
-  if (!scaleup) r = std::min(r, 1.0);
-  LetterboxResult out;
-  out.ratio_w = out.ratio_h = r;
-  // At least 1 px a side (the official code lets cv2.resize fail on a 10000x50 image at 64 px).
-  int nw = std::max(1, round_half_even(w * r)), nh = std::max(1, round_half_even(h * r));
-  double dw = new_w - nw, dh = new_h - nh;
-  if (auto_pad) {
-    dw = std::fmod(dw, stride);
-    dh = std::fmod(dh, stride);
-  } else if (scale_fill) {
-    dw = dh = 0;
-    nw = new_w;
-    nh = new_h;
-    out.ratio_w = static_cast<double>(new_w) / w;
-    out.ratio_h = static_cast<double>(new_h) / h;
-  }
-  dw /= 2;
-  dh /= 2;
-  cv::Mat resized;
-  if (w != nw || h != nh)
-    cv::resize(im, resized, cv::Size(nw, nh), 0, 0, cv::INTER_LINEAR);
-  else
-    resized = im;
-  const int top = round_half_even(dh - 0.1), bottom = round_half_even(dh + 0.1);
-  const int left = round_half_even(dw - 0.1), right = round_half_even(dw + 0.1);
-  cv::copyMakeBorder(resized, out.img, top, bottom, left, right, cv::BORDER_CONSTANT, cv::Scalar(114, 114, 114));
-  out.dw = dw;
-  out.dh = dh;
-  return out;
-}
 
 LoadedImage load_image(const std::string& path, int img_size, bool augment) {
   LoadedImage li;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the dependencies, builds everything (CUDA too when nvcc is found), runs the test suite,
-# then fuzzes the input parsers for a bounded time (scripts/fuzz.sh: Y9_FUZZ_SECONDS per parser,
-# default 30; Y9_FUZZ_SECONDS=0 skips it). GPU tests skip cleanly on a machine without a GPU.
+# builds and tests the embedded inference build (docs/inference.md), then fuzzes the input parsers
+# for a bounded time (scripts/fuzz.sh: Y9_FUZZ_SECONDS per parser, default 30; Y9_FUZZ_SECONDS=0
+# skips it). GPU tests skip cleanly on a machine without a GPU.
 # Usage: bash scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +13,14 @@ BUILD_DIR=${BUILD_DIR:-build}
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DY9_BUILD_TESTS=ON -DY9_BUILD_BENCH=ON ${Y9_CMAKE_ARGS:-}
 cmake --build "$BUILD_DIR" -j "$(nproc)"
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$(nproc)" ${Y9_CTEST_ARGS:-}
+# The embedded inference build (docs/inference.md; Y9_INFERENCE_TEST=0 skips it): its own build
+# folder, then its test against the full build above (readelf NEEDED, identical boxes).
+if [ "${Y9_INFERENCE_TEST:-1}" != "0" ]; then
+  cmake -S . -B "$BUILD_DIR-inference" -G Ninja -DCMAKE_BUILD_TYPE=Release -DY9_INFERENCE_ONLY=ON -DY9_WITH_CUDA=OFF \
+    -DY9_FULL_BUILD_DIR="$PWD/$BUILD_DIR"
+  cmake --build "$BUILD_DIR-inference" -j "$(nproc)"
+  ctest --test-dir "$BUILD_DIR-inference" --output-on-failure
+fi
 if [ "${Y9_FUZZ_SECONDS:-30}" != "0" ]; then
   bash scripts/fuzz.sh
 fi

@@ -19,7 +19,7 @@
 #include <sstream>
 
 #include "engine/error.h"
-#include "io/augment.h"
+#include "io/letterbox.h"
 #include "io/image.h"
 #include "io/paths.h"
 #include "ops/nms.h"
@@ -171,13 +171,42 @@ void box_label(cv::Mat& im, float x1, float y1, float x2, float y2, const std::s
 
 namespace {
 
+/// Letterboxed RGB planes of im0: [1, 3, H, W] uint8 on the host.
+Tensor to_planes(const cv::Mat& letterboxed) {
+  const int H = letterboxed.rows, W = letterboxed.cols;
+  cv::Mat rgb;
+  cv::cvtColor(letterboxed, rgb, cv::COLOR_BGR2RGB);
+  Tensor u8 = Tensor::empty({1, 3, H, W}, DType::U8);
+  uint8_t* d = u8.data<uint8_t>();
+  for (int y = 0; y < H; ++y) {
+    const uint8_t* s = rgb.ptr<uint8_t>(y);
+    for (int x = 0; x < W; ++x)
+      for (int c = 0; c < 3; ++c) d[(static_cast<int64_t>(c) * H + y) * W + x] = s[3 * x + c];
+  }
+  return u8;
+}
+
+/// Official scale_boxes with the letterbox's ratio_pad, then round: det [n, 6] in place.
+void boxes_to_original(Tensor& det, int H, int W, const cv::Mat& im0) {
+  float* dp = det.data<float>();
+  const double gain = std::min(static_cast<double>(H) / im0.rows, static_cast<double>(W) / im0.cols);
+  const double pw = (W - im0.cols * gain) / 2, ph = (H - im0.rows * gain) / 2;
+  for (int64_t i = 0; i < det.size(0); ++i) {
+    float* r = dp + 6 * i;
+    for (int k = 0; k < 4; ++k) {
+      double v = (r[k] - (k % 2 == 0 ? pw : ph)) / gain;
+      v = std::clamp(v, 0.0, static_cast<double>(k % 2 == 0 ? im0.cols : im0.rows));
+      r[k] = static_cast<float>(std::nearbyint(static_cast<float>(v)));
+    }
+  }
+}
+
 /// One detect run over a source list, in named steps: per image or frame, letterbox ->
 /// predictor -> NMS -> boxes to the original image -> log line, txt labels, boxes, crops.
 class DetectRun {
  public:
   DetectRun(const Predictor& predictor, const DetectOptions& o)
-      : predictor_(predictor), o_(o), dir_(o.save_dir), save_img_(!o.nosave),
-        k255_(Tensor::full({1}, 255.0, DType::F32, o.device)) {
+      : predictor_(predictor), o_(o), dir_(o.save_dir), save_img_(!o.nosave) {
     fs::create_directories(dir_);
     if (o.save_txt) fs::create_directories(dir_ / "labels");
     nms_.conf_thres = o.conf_thres;
@@ -289,68 +318,24 @@ class DetectRun {
     ++sum_.failed;
   }
 
-  /// Letterboxed RGB planes of im0: [1, 3, H, W] uint8 on the host.
-  static Tensor to_planes(const cv::Mat& letterboxed) {
-    const int H = letterboxed.rows, W = letterboxed.cols;
-    cv::Mat rgb;
-    cv::cvtColor(letterboxed, rgb, cv::COLOR_BGR2RGB);
-    Tensor u8 = Tensor::empty({1, 3, H, W}, DType::U8);
-    uint8_t* d = u8.data<uint8_t>();
-    for (int y = 0; y < H; ++y) {
-      const uint8_t* s = rgb.ptr<uint8_t>(y);
-      for (int x = 0; x < W; ++x)
-        for (int c = 0; c < 3; ++c) d[(static_cast<int64_t>(c) * H + y) * W + x] = s[3 * x + c];
-    }
-    return u8;
-  }
-
-  /// Official scale_boxes with the letterbox's ratio_pad, then round: det [n, 6] in place.
-  static void boxes_to_original(Tensor& det, int H, int W, const cv::Mat& im0) {
-    float* dp = det.data<float>();
-    const double gain = std::min(static_cast<double>(H) / im0.rows, static_cast<double>(W) / im0.cols);
-    const double pw = (W - im0.cols * gain) / 2, ph = (H - im0.rows * gain) / 2;
-    for (int64_t i = 0; i < det.size(0); ++i) {
-      float* r = dp + 6 * i;
-      for (int k = 0; k < 4; ++k) {
-        double v = (r[k] - (k % 2 == 0 ? pw : ph)) / gain;
-        v = std::clamp(v, 0.0, static_cast<double>(k % 2 == 0 ? im0.cols : im0.rows));
-        r[k] = static_cast<float>(std::nearbyint(static_cast<float>(v)));
-      }
-    }
-  }
-
   /// One image or frame: im0 is annotated in place.
   void process(cv::Mat& im0, const std::string& path, const std::string& prefix, const std::string& txt_stem) {
-    io::LetterboxResult lb = io::letterbox(im0, o_.imgsz, o_.imgsz, /*auto_pad=*/true, false, true, 32);
-    const int H = lb.img.rows, W = lb.img.cols;
-    const double t0 = det_now_s();
-    Tensor u8 = to_planes(lb.img);
-    Tensor im = ops::div(u8.to(o_.device).to(DType::F32), k255_);
-    const double t1 = det_now_s();
-    io::Batch b;
-    b.images = u8;
-    b.paths = {path};
-    b.indices = {0};
-    b.targets = Tensor::zeros({0, 6});
-    Tensor pred = predictor_(im, b);
-    const double t2 = det_now_s();
-    Tensor det = ops::non_max_suppression(pred, nms_)[0].to(engine::Device::cpu()).to(DType::F32).contiguous().clone();
-    const double t3 = det_now_s();
-    dt_pre_ += t1 - t0;
-    dt_inf_ += t2 - t1;
-    dt_nms_ += t3 - t2;
+    ImageDetections r = detect_image(predictor_, im0, nms_, o_.imgsz, o_.device, path);
+    Tensor& det = r.det;
+    dt_pre_ += r.pre_s;
+    dt_inf_ += r.inf_s;
+    dt_nms_ += r.nms_s;
     ++sum_.images;
     sum_.detections += det.size(0);
-    boxes_to_original(det, H, W, im0);
     write_outputs(im0, det, path, txt_stem);
     if (o_.print) {
-      std::string s = prefix + std::to_string(H) + "x" + std::to_string(W) + " ";
+      std::string s = prefix + std::to_string(r.h) + "x" + std::to_string(r.w) + " ";
       std::map<int64_t, int64_t> counts;
       const float* dp = det.data<float>();
       for (int64_t i = 0; i < det.size(0); ++i) ++counts[static_cast<int64_t>(dp[6 * i + 5])];
       for (const auto& [c, k] : counts)
         s += std::to_string(k) + " " + det_class_name(o_.names, c) + (k > 1 ? "s" : "") + ", ";
-      std::printf("%s%s%.1fms\n", s.c_str(), det.size(0) ? "" : "(no detections), ", (t2 - t1) * 1e3);
+      std::printf("%s%s%.1fms\n", s.c_str(), det.size(0) ? "" : "(no detections), ", r.inf_s * 1e3);
       std::fflush(stdout);
     }
   }
@@ -400,13 +385,38 @@ class DetectRun {
   const DetectOptions& o_;
   fs::path dir_;
   bool save_img_;
-  Tensor k255_;
   ops::NmsOptions nms_;
   DetectSummary sum_;
   double dt_pre_ = 0, dt_inf_ = 0, dt_nms_ = 0;
 };
 
 }  // namespace
+
+ImageDetections detect_image(const Predictor& predictor, const cv::Mat& im0, const ops::NmsOptions& nms, int imgsz,
+                             engine::Device device, const std::string& path) {
+  ImageDetections r;
+  io::LetterboxResult lb = io::letterbox(im0, imgsz, imgsz, /*auto_pad=*/true, false, true, 32);
+  r.h = lb.img.rows;
+  r.w = lb.img.cols;
+  const double t0 = det_now_s();
+  Tensor u8 = to_planes(lb.img);
+  Tensor im = ops::div(u8.to(device).to(DType::F32), Tensor::full({1}, 255.0, DType::F32, device));
+  const double t1 = det_now_s();
+  io::Batch b;
+  b.images = u8;
+  b.paths = {path};
+  b.indices = {0};
+  b.targets = Tensor::zeros({0, 6});
+  Tensor pred = predictor(im, b);
+  const double t2 = det_now_s();
+  r.det = ops::non_max_suppression(pred, nms)[0].to(engine::Device::cpu()).to(DType::F32).contiguous().clone();
+  const double t3 = det_now_s();
+  r.pre_s = t1 - t0;
+  r.inf_s = t2 - t1;
+  r.nms_s = t3 - t2;
+  boxes_to_original(r.det, r.h, r.w, im0);
+  return r;
+}
 
 DetectSummary run_detect(const Predictor& predictor, const std::string& source, const DetectOptions& o) {
   Y9_CHECK_T(engine::ConfigError, o.imgsz > 0, "detect: --img must be a positive number of pixels, got ", o.imgsz);

@@ -9,6 +9,7 @@
 #include <opencv2/core.hpp>
 
 #include "apps/training/evaluator.h"
+#include "ops/nms.h"
 
 namespace training {
 
@@ -65,6 +66,22 @@ void box_label(cv::Mat& im, float x1, float y1, float x2, float y2, const std::s
 
 /// Official colors(i, bgr=True): the 20-entry palette (FF3838, FF9D97, ...) cycled by class index.
 cv::Scalar class_color_bgr(int64_t c);
+
+/// What detect_image found in one image.
+struct ImageDetections {
+  engine::Tensor det;  ///< [n, 6] F32 CPU contiguous: x1, y1, x2, y2 in original-image pixels
+                       ///< (official scale_boxes, then rounded to whole pixels), conf, class
+  int h = 0, w = 0;    ///< letterboxed input size in pixels (stride-padded, multiples of 32)
+  double pre_s = 0, inf_s = 0, nms_s = 0;  ///< seconds in pre-processing, the model and NMS
+};
+
+/// One image through the official detect pipeline (detect_dual.py): letterbox to `imgsz` with
+/// stride padding (auto), BGR -> RGB planes / 255 on `device`, `predictor`, NMS with `nms`, boxes
+/// mapped back to im0 (H0 x W0 x 3 uint8 BGR) and rounded. `path` only labels the batch. Used by
+/// run_detect and by the embedded API (apps/infer/yolov9/detector.h). Throws engine::Error from
+/// letterbox, the predictor or NMS. Deterministic for a deterministic predictor.
+ImageDetections detect_image(const Predictor& predictor, const cv::Mat& im0, const ops::NmsOptions& nms, int imgsz,
+                             engine::Device device, const std::string& path = "");
 
 /// The official detect loop over list_sources(source). A missing list entry, an unreadable image
 /// or video, a frame that fails to decode, or an image the model cannot process is reported

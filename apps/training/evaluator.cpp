@@ -213,13 +213,6 @@ void scale_boxes_inplace(Tensor& boxes, double gain, double pad_w, double pad_h,
   }
 }
 
-int check_img_size(int img, int stride, int floor) {
-  const int v = std::max((img + stride - 1) / stride * stride, floor);
-  if (v != img)
-    std::printf("WARNING ⚠️ --img-size %d must be multiple of max stride %d, updating to %d\n", img, stride, v);
-  return v;
-}
-
 std::pair<double, double> pycocotools_eval(const std::string& anno_json, const std::string& pred_json,
                                            const std::vector<nlohmann::json>& img_ids) {
   Y9_CHECK_T(engine::IoError, fs::is_regular_file(anno_json), "annotations not found: ", anno_json);
@@ -253,18 +246,6 @@ std::pair<double, double> pycocotools_eval(const std::string& anno_json, const s
   double ap = 0, ap50 = 0;
   std::sscanf(out.c_str() + k, "Y9_COCO_RESULT %lf %lf", &ap, &ap50);
   return {ap, ap50};
-}
-
-Predictor model_predictor(graph::Model& model) {
-  model.eval();
-  graph::Model* m = &model;
-  return [m](const Tensor& x, const io::Batch&) {
-    engine::autograd::NoGradGuard ng;
-    graph::ModelOutput out = m->forward(x);
-    Y9_CHECK(!out.decoded.empty(), "model_predictor: the model returned no decoded output (not in eval mode?)");
-    if (out.decoded.size() <= 2) return ops::nms_input(out.decoded, out.decoded.size() > 1);
-    return out.decoded.back();
-  };
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@
 
 #include "apps/training/config_paths.h"
 #include "engine/error.h"
+#include "graph/fuse.h"
 #include "graph/state.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
@@ -103,6 +104,9 @@ LoadedModel load_model(const std::string& weights, const std::string& cfg, int64
   lm.model = std::make_shared<graph::Model>(graph::parse_model_config(yaml.text, yaml.name, nc), bo);
   lm.cfg = yaml.name;
   lm.stem = yaml.stem;
+  // `yolov9 export --fuse` files hold the folded state_dict (no BatchNorm, one conv per RepConvN):
+  // fold the freshly built model the same way so its parameters match the file's names and shapes.
+  if (auto it = meta.find("fused"); it != meta.end() && it->second == "1") graph::fuse(*lm.model);
   // official attempt_load: (ckpt.get('ema') or ckpt['model'])
   lm.ema = data.tensors.count("ema.model.0.conv.weight") > 0 ||
            std::any_of(data.tensors.begin(), data.tensors.end(),

@@ -1,0 +1,38 @@
+// model_predictor and check_img_size (apps/training/evaluator.h): the eval-mode, no-grad forward
+// and the image-size rule that val, detect and the embedded inference build share. Their own file
+// so that the inference build (Y9_INFERENCE_ONLY) compiles them without the validation loop.
+#include "apps/training/evaluator.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "engine/autograd.h"
+#include "engine/error.h"
+#include "graph/model.h"
+#include "ops/nms.h"
+#include "ops/ops.h"
+
+namespace training {
+
+using engine::Tensor;
+
+Predictor model_predictor(graph::Model& model) {
+  model.eval();
+  graph::Model* m = &model;
+  return [m](const Tensor& x, const io::Batch&) {
+    engine::autograd::NoGradGuard ng;
+    graph::ModelOutput out = m->forward(x);
+    Y9_CHECK(!out.decoded.empty(), "model_predictor: the model returned no decoded output (not in eval mode?)");
+    if (out.decoded.size() <= 2) return ops::nms_input(out.decoded, out.decoded.size() > 1);
+    return out.decoded.back();
+  };
+}
+
+int check_img_size(int img, int stride, int floor) {
+  const int v = std::max((img + stride - 1) / stride * stride, floor);
+  if (v != img)
+    std::printf("WARNING ⚠️ --img-size %d must be multiple of max stride %d, updating to %d\n", img, stride, v);
+  return v;
+}
+
+}  // namespace training

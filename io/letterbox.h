@@ -1,0 +1,23 @@
+// The official letterbox: resize with the aspect ratio kept and pad to a stride-aligned target
+// (utils/augmentations.py letterbox, WongKinYiu/yolov9 5b1ea9a). Shared by detection, validation
+// and the training pipeline; the inference build links only this part of the image pipeline.
+#pragma once
+
+#include <opencv2/core.hpp>
+
+namespace io {
+
+struct LetterboxResult {
+  cv::Mat img;             ///< H_t x W_t x 3 uint8 BGR (or stride-padded when auto)
+  double ratio_w = 1, ratio_h = 1;
+  double dw = 0, dh = 0;   ///< half paddings in pixels (floats)
+};
+
+/// Official letterbox(im, new_shape=(new_h, new_w), color 114, auto, scaleFill, scaleup, stride):
+/// r = min(H_t/h, W_t/w) (<= 1 unless scaleup), new size = round-half-even(w*r, h*r), resize
+/// with INTER_LINEAR, border top/left = round(d-0.1), bottom/right = round(d+0.1). `im` is
+/// H x W x 3 uint8. Throws engine::Error on an empty image or non-positive target.
+LetterboxResult letterbox(const cv::Mat& im, int new_h, int new_w, bool auto_pad = false, bool scale_fill = false,
+                          bool scaleup = true, int stride = 32);
+
+}  // namespace io
