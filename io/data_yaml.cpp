@@ -124,6 +124,9 @@ DataConfig parse_data_yaml_impl(const std::string& text, const std::string& yaml
   for (auto& [key, dst] : std::vector<std::pair<const char*, std::vector<std::string>*>>{
            {"train", &cfg.train}, {"val", &cfg.val}, {"test", &cfg.test}})
     for (const auto& e : split_entries(y[key], key, yaml_path)) dst->push_back(resolve_entry(cfg.root, e));
+  // `train: []` names no images at all: the same as a missing key.
+  Y9_CHECK_T(engine::ConfigError, !cfg.train.empty(), yaml_path, ": 'train' is an empty list; it must name images");
+  Y9_CHECK_T(engine::ConfigError, !cfg.val.empty(), yaml_path, ": 'val' is an empty list; it must name images");
 
   const YAML::Node names = y["names"];
   Y9_CHECK_T(engine::ConfigError, names && !names.IsNull(), yaml_path, ": missing required key 'names'");

@@ -454,6 +454,17 @@ TEST(DataYaml, NamesListMapAndNc) {
   tiny::write_text(d.path / "noval.yaml", "train: images\nnames: [a]\n");
   EXPECT_THROW(io::load_data_yaml((d.path / "noval.yaml").string()), engine::ConfigError);
   EXPECT_THROW(io::load_data_yaml((d.path / "absent.yaml").string()), engine::IoError);
+  // An empty list names no images (a fuzz finding: it was accepted with no training images).
+  for (const char* body : {"train: []\nval: images\nnames: [a]\n", "train: images\nval: []\nnames: [a]\n"}) {
+    tiny::write_text(d.path / "empty_list.yaml", body);
+    try {
+      io::load_data_yaml((d.path / "empty_list.yaml").string());
+      ADD_FAILURE() << "expected ConfigError for " << body;
+    } catch (const engine::ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("empty_list.yaml: '"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("is an empty list"), std::string::npos) << e.what();
+    }
+  }
   // Values of the wrong type: a ConfigError naming the file and the line.
   for (const char* body : {"train: images\nval: images\nnc: 2.5\nnames: [a, b]\n",
                            "train: images\nval: images\nnames: [a, [b]]\n"}) {
