@@ -2,8 +2,8 @@
 parity test (tests/io/torch_pt_ref_test.cpp, env Y9_PT_FIXTURES). Runs the official code itself
 (nothing of it is copied here) with Debian's python3-torch:
 
-    YOLOV9_OFFICIAL=/work/official /usr/bin/python3 scripts/make_pt_fixtures.py /work/pt-fixtures
-    Y9_PT_FIXTURES=/work/pt-fixtures ctest --test-dir build -R torch_pt_ref
+    YOLOV9_OFFICIAL=/path/to/WongKinYiu/yolov9 /usr/bin/python3 scripts/make_pt_fixtures.py "$PWD/../pt-fixtures"
+    Y9_PT_FIXTURES="$PWD/../pt-fixtures" ctest --test-dir build -R torch_pt_ref
 
 Writes, in the output folder (keep it OUTSIDE the repository):
   yolov9-t-stripped.pt   (a) yolov9-t as the official strip_optimizer leaves it: FP16 model, ema None
