@@ -688,7 +688,8 @@ void emit_yaml(YAML::Emitter& e, const PtNode* v, int depth) {
   }
 }
 
-// Floating tensors as F32 (checkpoints are FP16 after training); integer ones as stored.
+// Floating tensors as F32 (checkpoints are FP16 after training); integer ones as stored. A plain
+// loop, not Tensor::to: the parsers are also built and fuzzed without the kernel layer.
 Tensor to_f32(const Tensor& t) {
   const DType dt = t.dtype();
   if (dt != DType::F16 && dt != DType::BF16 && dt != DType::F64) return t;

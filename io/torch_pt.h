@@ -87,6 +87,8 @@ std::vector<std::pair<std::string, engine::Tensor>> pt_module_state_dict(const P
 /// A pickled value as YAML text (dicts as maps in their order, lists and tuples as sequences,
 /// None as null, strings plain so that our model-YAML parser reads them as yaml.safe_load + the
 /// official eval would). Used for the model YAML dict a DetectionModel carries.
+/// A tensor or an object (no place in a model YAML) is written as null. Errors: engine::IoError
+/// (without a file name: callers add it) for nesting deeper than 100.
 std::string pt_to_yaml(const PtValue& v);
 
 /// Converts an official YOLOv9 checkpoint into an io::Checkpoint:

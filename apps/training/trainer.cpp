@@ -28,6 +28,7 @@
 #include "apps/training/features.h"
 #include "apps/training/param_groups.h"
 #include "apps/training/strfmt.h"
+#include "apps/training/weights.h"
 #include "engine/allocator.h"
 #include "engine/autograd.h"
 #include "engine/error.h"
@@ -36,7 +37,6 @@
 #include "io/grad_norm_log.h"
 #include "io/paths.h"
 #include "io/plots.h"
-#include "io/torch_pt.h"
 #include "ops/ops.h"
 
 namespace fs = std::filesystem;
@@ -458,15 +458,15 @@ void Trainer::setup_run_dir() {
   auto embedded = rck_.meta.find("cfg_yaml");
   if (resume_ && embedded != rck_.meta.end() && !embedded->second.empty()) {
     cfg_text_ = embedded->second;
-  } else if (!resume_ && !o_.weights.empty() && (o_.cfg.empty() || o_.cfg == "yolo.yaml") &&
-             io::is_torch_pt_file(o_.weights)) {
-    // An official .pt without --cfg: official train_dual.py builds Model(cfg or ckpt['model'].yaml).
-    const io::Checkpoint w = io::load_checkpoint(o_.weights);
-    auto y = w.meta.find("cfg_yaml");
-    Y9_CHECK_T(engine::ConfigError, y != w.meta.end() && !y->second.empty(), o_.weights,
-               ": the checkpoint carries no model YAML; give --cfg");
-    cfg_text_ = y->second;
-    o_.cfg = w.meta.count("cfg") ? w.meta.at("cfg") : fs::path(o_.weights).stem().string() + ".yaml";
+  } else if (!resume_ && !o_.weights.empty() && (o_.cfg.empty() || o_.cfg == "yolo.yaml")) {
+    // No --cfg: the YAML the weights carry (official train_dual.py: Model(cfg or
+    // ckpt['model'].yaml)), for a .pt as for our own files; the same rule as val/detect/export.
+    const auto meta = io::load_weights_file(o_.weights).metadata;
+    const ModelYaml y = weights_model_yaml(meta, o_.weights, "");
+    cfg_text_ = y.text;
+    o_.cfg = fs::is_regular_file(y.name) ? y.name
+             : meta.count("cfg")        ? meta.at("cfg")
+                                        : fs::path(o_.weights).stem().string() + ".yaml";
   } else {
     o_.cfg = resolve_config(o_.cfg, "models", "model config (--cfg)");
     cfg_text_ = read_text(o_.cfg, "model config (--cfg)");

@@ -216,6 +216,11 @@ TEST(InputErrorsE2E, TrainFineTunesFromAnExportedFile) {
                    "--stop-after-batches 1 --noplots --exist-ok --project " + f.dir + "/runs --name ft --weights " + out);
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("Transferred"), std::string::npos) << r.out;
+  // Without --cfg: the model YAML the exported file carries (as official Model(cfg or ckpt yaml)).
+  r = e2e::run_cli("train --data " + f.data + " --img 64 --batch 2 --workers 1 --epochs 1 --stop-after-batches 1 "
+                   "--noplots --exist-ok --project " + f.dir + "/runs --name ft_nocfg --weights " + out);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("Transferred"), std::string::npos) << r.out;
   const std::string fused = f.dir + "/fused.safetensors";
   ASSERT_EQ(e2e::run_cli("export --fuse --weights " + f.ckpt + " --cfg " + e2e::cfg_path("gelan-t") + " --out " + fused).rc,
             0);
