@@ -5,6 +5,15 @@ parity test (tests/io/torch_pt_ref_test.cpp, env Y9_PT_FIXTURES). Runs the offic
     YOLOV9_OFFICIAL=/path/to/WongKinYiu/yolov9 /usr/bin/python3 scripts/make_pt_fixtures.py "$PWD/../pt-fixtures"
     Y9_PT_FIXTURES="$PWD/../pt-fixtures" ctest --test-dir build -R torch_pt_ref
 
+With --tiny it writes the small set that the repository keeps and CI tests (tests/data/pt/official,
+read by the same test when Y9_PT_FIXTURES is unset): the same three kinds of checkpoint from the
+official code, but of YAMLs derived from yolov9-t and gelan-s with every channel count divided by
+8 and nc 1 (the official parser's width_multiple cannot shrink them: it scales neither CBLinear
+nor the inner RepNCSPELAN4 widths), the images downscaled to 160 x 120 and detect/val at 160 px;
+only what the test reads is kept (about 2 MB):
+
+    YOLOV9_OFFICIAL=/path/to/WongKinYiu/yolov9 /usr/bin/python3 scripts/make_pt_fixtures.py tests/data/pt/official --tiny
+
 Writes, in the output folder (keep it OUTSIDE the repository):
   yolov9-t-stripped.pt   (a) yolov9-t as the official strip_optimizer leaves it: FP16 model, ema None
   last.pt                (b) a full last.pt of a real `train_dual.py --epochs 1` run (CPU, 64 px, 4
@@ -38,9 +47,11 @@ import numpy as np
 ROOT = os.environ.get("YOLOV9_OFFICIAL")
 if not ROOT or not os.path.isdir(ROOT):
     sys.exit("set YOLOV9_OFFICIAL to a checkout of WongKinYiu/yolov9")
-if len(sys.argv) != 2:
-    sys.exit("usage: make_pt_fixtures.py OUT_DIR")
-OUT = Path(sys.argv[1]).resolve()
+TINY = "--tiny" in sys.argv[1:]
+ARGS = [a for a in sys.argv[1:] if a != "--tiny"]
+if len(ARGS) != 1:
+    sys.exit("usage: make_pt_fixtures.py OUT_DIR [--tiny]")
+OUT = Path(ARGS[0]).resolve()
 COCO = Path(os.environ.get("YOLOV9_COCO128", Path(__file__).resolve().parents[1] / ".." / "shared/data/coco128")).resolve()
 os.environ.setdefault("YOLOV5_CONFIG_DIR", tempfile.mkdtemp(prefix="y9_ptfix_cfg_"))
 sys.path.insert(0, ROOT)
@@ -62,6 +73,10 @@ torch.set_num_threads(2)
 # scores above 0.001, which makes NMS a 30000-box chain of near-ties (and trips the official NMS
 # time limit); the metric code is the same.
 VAL_CONF = 0.25
+IMG = 160 if TINY else 640  # detect and val image size
+# The share of (anchor, class) scores above 0.25 that perturb() aims at: the tiny models have 420
+# anchors and 1 class per 160 px image, the full ones 6300 x 80 per 640 px image.
+SCORE_RATE = 1 / 10 if TINY else 1 / 3000
 SOURCE_IMAGES = ["000000000009.jpg", "000000000064.jpg", "000000000089.jpg"]  # 640x480, 480x640: no padding
 # The fixture images are these plus seeded noise in [-4, 4], saved as PNG: random weights turn
 # uniform regions (letterbox gray, sky, over-exposure) into exactly tied scores at several
@@ -69,6 +84,25 @@ SOURCE_IMAGES = ["000000000009.jpg", "000000000064.jpg", "000000000089.jpg"]  # 
 IMAGES = [Path(n).stem + ".png" for n in SOURCE_IMAGES]
 NAMES = yaml.safe_load(open(COCO / "coco128.yaml"))["names"]
 NAMES = [NAMES[i] for i in range(len(NAMES))] if isinstance(NAMES, dict) else NAMES
+NC = 1 if TINY else 80
+NAMES = NAMES[:NC]
+# The channel arguments of the modules of the official YAMLs (--tiny divides them by 8).
+CHANNEL_ARGS = {"Conv": [0], "AConv": [0], "ADown": [0], "RepNCSPELAN4": [0, 1, 2], "ELAN1": [0, 1, 2], "SPPELAN": [0, 1]}
+
+
+def model_cfg(name):
+    """The official models/detect/<name>.yaml, or with --tiny its shrunk version (a dict)."""
+    path = Path(ROOT) / "models/detect" / (name + ".yaml")
+    if not TINY:
+        return str(path)
+    d = yaml.safe_load(path.read_text())
+    d["nc"] = NC
+    for _, _, m, args in d["backbone"] + d["head"]:
+        for i in CHANNEL_ARGS.get(m, []):
+            args[i] = max(args[i] // 8, 4)
+        if m == "CBLinear":
+            args[0] = [max(c // 8, 4) for c in args[0]]
+    return d
 
 
 def cls_convs(model):
@@ -82,7 +116,7 @@ def cls_convs(model):
 
 def perturb(model, seed, dual):
     """Seeded BatchNorm affine parameters, statistics recalibrated on the images, and class biases
-    shifted so that about 1 in 3000 (anchor, class) scores of the 3 images exceeds 0.25: a model
+    shifted so that about SCORE_RATE of the (anchor, class) scores of the 3 images exceed 0.25: a model
     that detects something, like a trained one."""
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
@@ -106,14 +140,26 @@ def perturb(model, seed, dual):
         for c in cls_convs(model):
             c.bias.copy_(torch.randn(c.bias.shape, generator=g) * 0.5)
         model.eval()
-        logits = []
-        for _, im in letterboxed(32):
-            pred = model(torch.from_numpy(im).float()[None] / 255)
-            pred = pred[0][1] if dual else pred[0]
-            p = pred[0, 4:].double().clamp(1e-12, 1 - 1e-12)
-            logits.append((p / (1 - p)).log().flatten())
-        logits = torch.cat(logits)
-        shift = math.log(0.25 / 0.75) - torch.quantile(logits[::7].float(), 1 - 1 / 3000).item()
+
+        def class_logits():
+            logits = []
+            for _, im in letterboxed(32):
+                pred = model(torch.from_numpy(im).float()[None] / 255)
+                pred = pred[0][1] if dual else pred[0]
+                p = pred[0, 4:].double().clamp(1e-12, 1 - 1e-12)
+                logits.append((p / (1 - p)).log().flatten())
+            return torch.cat(logits)
+
+        logits = class_logits()
+        if TINY:  # the shrunk models' class logits hardly depend on the image: spread them to a
+            # standard deviation of 2, with none over 10 from the median (more saturates scores at
+            # 1.0 after the shift below: ties, whose order decides NMS)
+            k = min(2.0 / max(logits.std().item(), 1e-6), 10.0 / max((logits - logits.median()).abs().max().item(), 1e-6))
+            for c in cls_convs(model):
+                c.weight.mul_(k)
+                c.bias.mul_(k)
+            logits = class_logits()
+        shift = math.log(0.25 / 0.75) - torch.quantile(logits[::7].float(), 1 - SCORE_RATE).item()
         for c in cls_convs(model):
             c.bias.add_(shift)
         print(f"perturb: class bias shift {shift:.3f}, logit std {logits.std().item():.3f}")
@@ -129,16 +175,16 @@ def save_like_train(model, path):
 
 def make_a():
     torch.manual_seed(1)
-    m = yolo.Model(str(Path(ROOT) / "models/detect/yolov9-t.yaml"), ch=3, nc=80)
-    m.nc, m.names = 80, NAMES  # as train_dual.py sets them
+    m = yolo.Model(model_cfg("yolov9-t"), ch=3, nc=NC)
+    m.nc, m.names = NC, NAMES  # as train_dual.py sets them
     perturb(m, 11, dual=True)
     save_like_train(m.eval(), OUT / "yolov9-t-stripped.pt")
 
 
 def make_c():
     torch.manual_seed(3)
-    m = yolo.Model(str(Path(ROOT) / "models/detect/gelan-s.yaml"), ch=3, nc=80)
-    m.nc, m.names = 80, NAMES
+    m = yolo.Model(model_cfg("gelan-s"), ch=3, nc=NC)
+    m.nc, m.names = NC, NAMES
     perturb(m, 33, dual=False)
     # tools/reparameterization.ipynb: the converted checkpoint
     ckpt = {"model": deepcopy(m.eval()).half(), "optimizer": None, "best_fitness": None, "ema": None, "updates": None,
@@ -155,9 +201,12 @@ def make_b():
         shutil.copy(COCO / "images/train2017" / name, data / "images")
         lab = COCO / "labels/train2017" / (Path(name).stem + ".txt")
         if lab.exists():
-            shutil.copy(lab, data / "labels")
+            lines = lab.read_text().splitlines()
+            if TINY:  # one class: every object is class 0
+                lines = ["0 " + ln.split(None, 1)[1] for ln in lines if ln.strip()]
+            (data / "labels" / lab.name).write_text("\n".join(lines) + "\n")
     (data / "data.yaml").write_text(yaml.safe_dump({"path": str(data), "train": "images", "val": "images",
-                                                    "nc": 80, "names": NAMES}))
+                                                    "nc": NC, "names": NAMES}))
     runs = OUT / "train-runs"
     shutil.rmtree(runs, ignore_errors=True)
     # The official run, with strip_optimizer disabled so that last.pt keeps its optimizer and EMA
@@ -168,8 +217,13 @@ def make_b():
             "'__getattr__': lambda s, n: (lambda *a, **k: None)}); sys.modules['torch.utils.tensorboard'] = tb; "
             "import utils.general as g; g.strip_optimizer = lambda *a, **k: None; g.check_font = lambda *a, **k: None; "
             "import train_dual; opt = train_dual.parse_opt(); train_dual.main(opt)")
+    cfg = model_cfg("yolov9-t")
+    if TINY:  # train_dual.py takes a file
+        (runs / "yolov9-t-tiny.yaml").parent.mkdir(parents=True, exist_ok=True)
+        (runs / "yolov9-t-tiny.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+        cfg = str(runs / "yolov9-t-tiny.yaml")
     args = [sys.executable, "-c", code, "--weights", str(OUT / "yolov9-t-stripped.pt"), "--cfg",
-            "models/detect/yolov9-t.yaml", "--data", str(data / "data.yaml"), "--hyp",
+            cfg, "--data", str(data / "data.yaml"), "--hyp",
             "data/hyps/hyp.scratch-high.yaml", "--epochs", "1", "--batch-size", "2", "--img", "64", "--device",
             "cpu", "--workers", "0", "--project", str(runs), "--name", "exp", "--exist-ok", "--noplots"]
     env = dict(os.environ, PYTHONPATH=ROOT)
@@ -179,7 +233,7 @@ def make_b():
 
 def letterboxed(stride, folder=None):
     files = [str(Path(folder or OUT / "images") / n) for n in IMAGES]
-    return [(Path(p).name, im) for p, im, _, _, _ in LoadImages(files, img_size=640, stride=stride, auto=True)]
+    return [(Path(p).name, im) for p, im, _, _, _ in LoadImages(files, img_size=IMG, stride=stride, auto=True)]
 
 
 def official_detect(weights, dual):
@@ -222,7 +276,7 @@ def make_val_set(dets):
             if w > 0.002 and h > 0.002:
                 lines.append(f"{int(c)} {min(max(cx, 0), 1):.6f} {min(max(cy, 0), 1):.6f} {w:.6f} {h:.6f}")
         (val / "labels" / (Path(name).stem + ".txt")).write_text("\n".join(lines) + "\n")
-    (val / "data.yaml").write_text(yaml.safe_dump({"path": str(val), "train": "images", "val": "images", "nc": 80,
+    (val / "data.yaml").write_text(yaml.safe_dump({"path": str(val), "train": "images", "val": "images", "nc": NC,
                                                    "names": NAMES}))
 
 
@@ -234,7 +288,7 @@ def official_val(weights, dual):
     mod.opt = argparse.Namespace(min_items=0)  # run() reads the CLI's global opt (official quirk)
     run = mod.run
     (mp, mr, map50, map_, *_), _, _ = run(data=str(OUT / "val/data.yaml"), weights=str(weights), batch_size=2,
-                                          imgsz=640, conf_thres=VAL_CONF, iou_thres=0.7, device="cpu", workers=0,
+                                          imgsz=IMG, conf_thres=VAL_CONF, iou_thres=0.7, device="cpu", workers=0,
                                           half=False, plots=False, project=str(OUT / "val-runs"), name="exp",
                                           exist_ok=True)
     return {"mp": mp, "mr": mr, "map50": map50, "map": map_}
@@ -247,7 +301,10 @@ def main():
     (OUT / "images").mkdir()
     rng = np.random.default_rng(9)
     for src, name in zip(SOURCE_IMAGES, IMAGES):
-        im = cv2.imread(str(COCO / "images/train2017" / src)).astype(np.int16)
+        im = cv2.imread(str(COCO / "images/train2017" / src))
+        if TINY:
+            im = cv2.resize(im, (im.shape[1] // 4, im.shape[0] // 4), interpolation=cv2.INTER_AREA)
+        im = im.astype(np.int16)
         im = np.clip(im + rng.integers(-4, 5, im.shape), 0, 255).astype(np.uint8)
         cv2.imwrite(str(OUT / "images" / name), im)
     if os.environ.get("Y9_PT_FIXTURES_REUSE") != "1" or not (OUT / "last.pt").exists():  # reuse: re-run the outputs only
@@ -255,7 +312,7 @@ def main():
         make_c()
         make_b()
     ckpts = {"yolov9-t-stripped.pt": True, "last.pt": True, "gelan-s-converted.pt": False}
-    ref = {"torch": torch.__version__, "images": IMAGES, "val_conf_thres": VAL_CONF, "checkpoints": {}}
+    ref = {"torch": torch.__version__, "images": IMAGES, "img": IMG, "val_conf_thres": VAL_CONF, "checkpoints": {}}
     for name, dual in ckpts.items():
         ref["checkpoints"][name] = {"dual": dual, "detect": official_detect(OUT / name, dual)}
     make_val_set([ref["checkpoints"][n]["detect"] for n in ("yolov9-t-stripped.pt", "gelan-s-converted.pt")])
@@ -263,6 +320,15 @@ def main():
         ref["checkpoints"][name]["val"] = official_val(OUT / name, dual)
         print(name, {k: len(v["det"]) for k, v in ref["checkpoints"][name]["detect"].items()},
               ref["checkpoints"][name]["val"])
+    if TINY:  # keep only what the test reads; data.yaml without the absolute path (ours resolves
+        # the lists against the YAML's folder); the detect images are val/images
+        for d in ("train-data", "train-runs", "val-runs", "images"):
+            shutil.rmtree(OUT / d, ignore_errors=True)
+        for f in OUT.rglob("*.cache"):
+            f.unlink()
+        (OUT / "val/data.yaml").write_text(yaml.safe_dump({"train": "images", "val": "images", "nc": NC,
+                                                          "names": NAMES}))
+        ref["images_dir"] = "val/images"
     (OUT / "reference.json").write_text(json.dumps(ref, indent=1))
 
 
