@@ -776,9 +776,12 @@ cudaError_t cudaMalloc(void** ptr, size_t nbytes) {
   if (!ptr) return cuda_emu::fail(cudaErrorInvalidValue, "cudaMalloc: null pointer");
   if (nbytes > (size_t(16) << 30))
     return cuda_emu::fail(cudaErrorMemoryAllocation, "cudaMalloc: " + std::to_string(nbytes) + " bytes (16 GiB emulated)");
-  size_t n = nbytes ? (nbytes + 255) / 256 * 256 : 256;
-  void* p = std::aligned_alloc(256, n);
-  if (!p) return cuda_emu::fail(cudaErrorMemoryAllocation, "cudaMalloc: host allocation failed");
+  // Exactly nbytes (256-aligned, as cudaMalloc): under ASan a kernel reading one element past
+  // the end of its buffer is reported.
+  const size_t n = nbytes ? nbytes : 1;
+  void* p = nullptr;
+  if (posix_memalign(&p, 256, n) != 0 || !p)
+    return cuda_emu::fail(cudaErrorMemoryAllocation, "cudaMalloc: host allocation failed");
   std::memset(p, cuda_emu::kSharedPoison, n);  // fresh device memory is garbage, not zeros
   st().device[reinterpret_cast<uintptr_t>(p)] = nbytes;
   st().device_bytes += nbytes;
@@ -803,9 +806,10 @@ cudaError_t cudaFree(void* ptr) {
 cudaError_t cudaHostAlloc(void** ptr, size_t nbytes, unsigned) {
   Lock lock(st().mu);
   if (!ptr) return cuda_emu::fail(cudaErrorInvalidValue, "cudaHostAlloc: null pointer");
-  size_t n = nbytes ? (nbytes + 255) / 256 * 256 : 256;
-  void* p = std::aligned_alloc(256, n);
-  if (!p) return cuda_emu::fail(cudaErrorMemoryAllocation, "cudaHostAlloc: host allocation failed");
+  const size_t n = nbytes ? nbytes : 1;
+  void* p = nullptr;
+  if (posix_memalign(&p, 256, n) != 0 || !p)
+    return cuda_emu::fail(cudaErrorMemoryAllocation, "cudaHostAlloc: host allocation failed");
   st().pinned[reinterpret_cast<uintptr_t>(p)] = nbytes;
   *ptr = p;
   return cudaSuccess;

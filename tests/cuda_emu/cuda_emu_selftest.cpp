@@ -15,7 +15,13 @@
 
 #include "engine/cuda_runtime.h"
 #include "engine/error.h"
+#include "engine/half.h"
 #include "kernels/cuda/launch.cuh"
+
+#if defined(Y9_EMU_HAVE_CUDA_FP16)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#endif
 
 namespace {
 
@@ -112,6 +118,19 @@ __global__ void dyn_shared_kernel(uint32_t* out) {
 
 // An unsynchronised race: every thread writes the same cell; the winner depends on the order.
 __global__ void race_kernel(int* out) { out[0] = threadIdx.x; }
+
+#if defined(Y9_EMU_HAVE_CUDA_FP16)
+// The toolkit's half types in device code: round-trip through __half and __nv_bfloat16.
+__global__ void half_kernel(const float* in, uint16_t* h, uint16_t* b, float* back, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  __half x = __float2half_rn(in[i]);
+  __nv_bfloat16 y = __float2bfloat16_rn(in[i]);
+  h[i] = __half_as_ushort(x);
+  b[i] = __bfloat16_as_ushort(y);
+  back[i] = __half2float(x + x);
+}
+#endif
 
 // --- helpers ---------------------------------------------------------------------------------------
 
@@ -336,6 +355,27 @@ TEST(CudaEmu, BadLaunchConfigurationThrowsAtTheLaunch) {
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);  // the check consumed the error
   cudaFree(out);
 }
+
+#if defined(Y9_EMU_HAVE_CUDA_FP16)
+TEST(CudaEmu, ToolkitHalfTypesCompileAndRoundLikeTheEngine) {
+  const int n = 9;
+  std::vector<float> h = {0.f, 1.f, -2.5f, 3.14159f, 65504.f, 1e-5f, -1e-8f, 70000.f, 0.333333f};
+  float* in = dev_alloc<float>(n);
+  uint16_t *hb = dev_alloc<uint16_t>(n), *bb = dev_alloc<uint16_t>(n);
+  float* back = dev_alloc<float>(n);
+  EMU_OK(cudaMemcpy(in, h.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+  EXPECT_EQ(run_and_sync(half_kernel, 1, 32, (const float*)in, hb, bb, back, n), "");
+  auto rh = download(hb, n), rb = download(bb, n);
+  auto rback = download(back, n);
+  for (int i = 0; i < n; ++i) {
+    EXPECT_EQ(rh[i], engine::f32_to_f16(h[i])) << h[i];
+    EXPECT_EQ(rb[i], engine::f32_to_bf16(h[i])) << h[i];
+    EXPECT_EQ(rback[i], engine::f16_to_f32(engine::f32_to_f16(2 * engine::f16_to_f32(engine::f32_to_f16(h[i])))))
+        << h[i];
+  }
+  for (void* p : {(void*)in, (void*)hb, (void*)bb, (void*)back}) cudaFree(p);
+}
+#endif
 
 TEST(CudaEmu, ThreadOrderDecidesAnUnsynchronisedRace) {
   int* out = dev_alloc<int>(1);

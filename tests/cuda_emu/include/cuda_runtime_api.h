@@ -4,6 +4,9 @@
 // function returns cudaSuccess or an error code as the real runtime does; the emulator keeps its
 // own "device" allocations, streams and events in host memory (tests/cuda_emu/cuda_emu.cpp).
 #pragma once
+// The toolkit header's include guard: cuda_fp16.h/cuda_bf16.h (which may be used from the toolkit
+// under the emulator) include the real cuda_runtime_api.h by a quoted path; this makes it empty.
+#define __CUDA_RUNTIME_API_H__
 #include <cstddef>
 
 #define Y9_CUDA_EMULATED 1

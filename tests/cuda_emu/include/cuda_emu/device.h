@@ -18,14 +18,12 @@
 
 #include "cuda_runtime_api.h"
 
-#define __global__
-#define __device__
-#define __host__
-#define __noinline__
-#define __forceinline__ inline
-#define __shared__ static
-#define __launch_bounds__(...)
 
+#if __has_include(<vector_types.h>)
+// The toolkit's uint3/dim3 (the toolkit include folder follows this one): its cuda_fp16.h and
+// cuda_bf16.h then compile under the emulator with the same vector types.
+#include <vector_types.h>
+#else
 /// CUDA's built-in vector of 3 unsigned ints (threadIdx, blockIdx).
 struct uint3 {
   unsigned x, y, z;
@@ -35,6 +33,24 @@ struct dim3 {
   unsigned x, y, z;
   constexpr dim3(unsigned vx = 1, unsigned vy = 1, unsigned vz = 1) : x(vx), y(vy), z(vz) {}
 };
+#endif
+
+// After the toolkit's host_defines.h (through vector_types.h), which defines these for a host
+// compiler as attributes g++ does not know.
+#undef __global__
+#undef __device__
+#undef __host__
+#undef __noinline__
+#undef __forceinline__
+#undef __shared__
+#undef __launch_bounds__
+#define __global__
+#define __device__
+#define __host__
+#define __noinline__
+#define __forceinline__ inline
+#define __shared__ static
+#define __launch_bounds__(...)
 
 namespace cuda_emu {
 
