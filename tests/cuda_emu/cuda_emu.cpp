@@ -162,18 +162,25 @@ struct Block {
 thread_local Block* t_block = nullptr;
 thread_local Fiber* t_fiber = nullptr;
 thread_local void* t_dyn_shared = nullptr;
-thread_local std::vector<char*> t_stacks;  // free stacks, reused across threads and launches
+// Free fiber stacks of this OS thread, reused across threads and launches; freed at thread exit.
+struct StackPool {
+  std::vector<char*> free;
+  ~StackPool() {
+    for (char* p : free) std::free(p);
+  }
+};
+thread_local StackPool t_stacks;
 
 char* take_stack() {
-  if (!t_stacks.empty()) {
-    char* p = t_stacks.back();
-    t_stacks.pop_back();
+  if (!t_stacks.free.empty()) {
+    char* p = t_stacks.free.back();
+    t_stacks.free.pop_back();
     return p;
   }
   return static_cast<char*>(std::malloc(kStackBytes));
 }
 void give_stack(char* p) {
-  if (p) t_stacks.push_back(p);
+  if (p) t_stacks.free.push_back(p);
 }
 
 [[noreturn]] void die(const char* what) {
