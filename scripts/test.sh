@@ -25,9 +25,8 @@ fi
 # The CUDA-on-CPU emulator (docs/cuda_emulator.md; Y9_EMU_TEST=0 skips it): a build folder with
 # only the emulated tests (label emu; every one runs with threads in forward and in reverse order),
 # then the same tests (forward order) with AddressSanitizer on the emulator, the engine and
-# kernels/cuda. The other
-# layers are compiled as in the plain emulator folder, so the compiler cache serves them
-# (CCACHE_BASEDIR makes the two folders' commands identical).
+# kernels/cuda. The other layers are compiled as in the plain emulator folder, so the compiler
+# cache serves them (CCACHE_BASEDIR makes the two folders' commands identical).
 if [ "${Y9_EMU_TEST:-1}" != "0" ]; then
   for asan in OFF ON; do
     emu_dir="$BUILD_DIR-emu"
