@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the dependencies, builds everything (CUDA too when nvcc is found), runs the test suite,
-# builds and tests the embedded inference build (docs/inference.md), then fuzzes the input parsers
+# builds and tests the embedded inference build (docs/inference.md), runs the CUDA kernels under the
+# CUDA-on-CPU emulator (docs/cuda_emulator.md; plain and ASan), then fuzzes the input parsers
 # for a bounded time (scripts/fuzz.sh: Y9_FUZZ_SECONDS per parser, default 30; Y9_FUZZ_SECONDS=0
 # skips it). GPU tests skip cleanly on a machine without a GPU.
 # Usage: bash scripts/test.sh
@@ -20,6 +21,24 @@ if [ "${Y9_INFERENCE_TEST:-1}" != "0" ]; then
     -DY9_FULL_BUILD_DIR="$PWD/$BUILD_DIR"
   cmake --build "$BUILD_DIR-inference" -j "$(nproc)"
   ctest --test-dir "$BUILD_DIR-inference" --output-on-failure
+fi
+# The CUDA-on-CPU emulator (docs/cuda_emulator.md; Y9_EMU_TEST=0 skips it): a build folder with
+# only the emulated tests (label emu; every one runs with threads in forward and in reverse order),
+# then the same tests (forward order) with AddressSanitizer on the emulator, the engine and
+# kernels/cuda. The other layers are compiled as in the plain emulator folder, so the compiler
+# cache serves them (CCACHE_BASEDIR makes the two folders' commands identical).
+if [ "${Y9_EMU_TEST:-1}" != "0" ]; then
+  for asan in OFF ON; do
+    emu_dir="$BUILD_DIR-emu"
+    [ "$asan" = "ON" ] && emu_dir="$BUILD_DIR-emu-asan"
+    CCACHE_BASEDIR="$PWD" cmake -S . -B "$emu_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DY9_BUILD_TESTS=ON \
+      -DY9_BUILD_BENCH=OFF -DY9_CUDA_EMULATOR=ON -DY9_EMU_ASAN=$asan
+    CCACHE_BASEDIR="$PWD" cmake --build "$emu_dir" -j "$(nproc)"
+    # ASan: forward order only (the plain folder ran both), to keep this step within minutes.
+    emu_filter=""
+    [ "$asan" = "ON" ] && emu_filter="-R _emu_fwd$"
+    ctest --test-dir "$emu_dir" --output-on-failure -j "$(nproc)" -L emu $emu_filter
+  done
 fi
 if [ "${Y9_FUZZ_SECONDS:-30}" != "0" ]; then
   bash scripts/fuzz.sh

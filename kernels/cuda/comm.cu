@@ -6,6 +6,7 @@
 #include "engine/error.h"
 #include "kernels/common/comm.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/launch.cuh"
 
 namespace kernels::cuda {
 
@@ -35,8 +36,7 @@ void accumulate_entry(engine::DeviceContext& ctx, DType dt, void* dst, const voi
   if (n <= 0) return;
   cudaStream_t st = comm_stream(ctx);
   const bool ok = dispatch_float(dt, [&]<typename T>() {
-    accumulate_kernel<T><<<grid_for(n), kBlock, 0, st>>>(static_cast<T*>(dst), static_cast<const T*>(src), n);
-    CUDA_CHECK_LAUNCH(st);
+    Y9_LAUNCH(accumulate_kernel<T>, grid_for(n), kBlock, 0, st, static_cast<T*>(dst), static_cast<const T*>(src), n);
   });
   Y9_CHECK_SHAPE(ok, "comm_accumulate: dtype ", engine::dtype_name(dt), " not supported on cuda");
 }
@@ -46,8 +46,7 @@ void scale_entry(engine::DeviceContext& ctx, DType dt, void* data, int64_t n, do
   cudaStream_t st = comm_stream(ctx);
   const bool ok = dispatch_float(dt, [&]<typename T>() {
     using C = typename Scalar<T>::C;
-    scale_kernel<T><<<grid_for(n), kBlock, 0, st>>>(static_cast<T*>(data), n, static_cast<C>(k));
-    CUDA_CHECK_LAUNCH(st);
+    Y9_LAUNCH(scale_kernel<T>, grid_for(n), kBlock, 0, st, static_cast<T*>(data), n, static_cast<C>(k));
   });
   Y9_CHECK_SHAPE(ok, "comm_scale: dtype ", engine::dtype_name(dt), " not supported on cuda");
 }
@@ -68,8 +67,7 @@ void compress_entry(engine::DeviceContext& ctx, DType wire, const float* src, vo
   if (n <= 0) return;
   cudaStream_t st = comm_stream(ctx);
   const bool ok = dispatch_float(wire, [&]<typename T>() {
-    compress_kernel<T><<<grid_for(n), kBlock, 0, st>>>(src, static_cast<T*>(dst), n, static_cast<float>(scale));
-    CUDA_CHECK_LAUNCH(st);
+    Y9_LAUNCH(compress_kernel<T>, grid_for(n), kBlock, 0, st, src, static_cast<T*>(dst), n, static_cast<float>(scale));
   });
   Y9_CHECK_SHAPE(ok, "comm_compress: dtype ", engine::dtype_name(wire), " not supported on cuda");
 }
@@ -78,8 +76,7 @@ void decompress_entry(engine::DeviceContext& ctx, DType wire, const void* src, f
   if (n <= 0) return;
   cudaStream_t st = comm_stream(ctx);
   const bool ok = dispatch_float(wire, [&]<typename T>() {
-    decompress_kernel<T><<<grid_for(n), kBlock, 0, st>>>(static_cast<const T*>(src), dst, n, static_cast<float>(scale));
-    CUDA_CHECK_LAUNCH(st);
+    Y9_LAUNCH(decompress_kernel<T>, grid_for(n), kBlock, 0, st, static_cast<const T*>(src), dst, n, static_cast<float>(scale));
   });
   Y9_CHECK_SHAPE(ok, "comm_decompress: dtype ", engine::dtype_name(wire), " not supported on cuda");
 }

@@ -12,6 +12,7 @@
 #include "engine/error.h"
 #include "kernels/common/convert.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/launch.cuh"
 
 namespace kernels::cuda {
 
@@ -38,13 +39,12 @@ template <typename T>
 void launch_copy_same(void* dst, const StridedLayout& dl, const void* src, const StridedLayout& sl, int64_t n,
                       cudaStream_t stream) {
   if (is_dense(dl) && is_dense(sl)) {
-    copy_same_kernel<T, true><<<grid_for(n), kBlock, 0, stream>>>(static_cast<T*>(dst), dl,
+    Y9_LAUNCH(copy_same_kernel<T, true>, grid_for(n), kBlock, 0, stream, static_cast<T*>(dst), dl,
                                                                    static_cast<const T*>(src), sl, n);
   } else {
-    copy_same_kernel<T, false><<<grid_for(n), kBlock, 0, stream>>>(static_cast<T*>(dst), dl,
+    Y9_LAUNCH(copy_same_kernel<T, false>, grid_for(n), kBlock, 0, stream, static_cast<T*>(dst), dl,
                                                                     static_cast<const T*>(src), sl, n);
   }
-  CUDA_CHECK_LAUNCH(stream);
 }
 
 template <typename T, bool Dense>
@@ -75,10 +75,9 @@ __global__ void fill_kernel(T* dst, StridedLayout l, T v, int64_t n) {
 template <typename T>
 void fill_kernel_dispatch(T* dst, const StridedLayout& l, T v, int64_t n, cudaStream_t stream) {
   if (is_dense(l))
-    fill_kernel<T, true><<<grid_for(n), kBlock, 0, stream>>>(dst, l, v, n);
+    Y9_LAUNCH(fill_kernel<T, true>, grid_for(n), kBlock, 0, stream, dst, l, v, n);
   else
-    fill_kernel<T, false><<<grid_for(n), kBlock, 0, stream>>>(dst, l, v, n);
-  CUDA_CHECK_LAUNCH(stream);
+    Y9_LAUNCH(fill_kernel<T, false>, grid_for(n), kBlock, 0, stream, dst, l, v, n);
 }
 
 }  // namespace
@@ -99,8 +98,7 @@ void copy_strided_cuda(void* dst, DType dt, const StridedLayout& dst_layout, con
       case 8: return launch_copy_same<uint64_t>(dst, ls[0], src, ls[1], n, stream);
     }
   }
-  copy_convert_kernel<<<grid_for(n), kBlock, 0, stream>>>(dst, dt, ls[0], src, st, ls[1], n);
-  CUDA_CHECK_LAUNCH(stream);
+  Y9_LAUNCH(copy_convert_kernel, grid_for(n), kBlock, 0, stream, dst, dt, ls[0], src, st, ls[1], n);
 }
 
 void fill_strided_cuda(void* dst, DType dt, const StridedLayout& layout, double value, cudaStream_t stream) {
@@ -144,13 +142,12 @@ void axpy_strided_cuda(void* dst, DType dt, const StridedLayout& dst_layout, con
   bool ok = dispatch_float(dt, [&]<typename T>() {
     using C = typename Scalar<T>::C;
     if (dense)
-      axpy_kernel<T, true><<<grid_for(n), kBlock, 0, stream>>>(static_cast<T*>(dst), ls[0], static_cast<const T*>(src),
+      Y9_LAUNCH(axpy_kernel<T, true>, grid_for(n), kBlock, 0, stream, static_cast<T*>(dst), ls[0], static_cast<const T*>(src),
                                                                ls[1], static_cast<C>(alpha), n);
     else
-      axpy_kernel<T, false><<<grid_for(n), kBlock, 0, stream>>>(static_cast<T*>(dst), ls[0],
+      Y9_LAUNCH(axpy_kernel<T, false>, grid_for(n), kBlock, 0, stream, static_cast<T*>(dst), ls[0],
                                                                 static_cast<const T*>(src), ls[1],
                                                                 static_cast<C>(alpha), n);
-    CUDA_CHECK_LAUNCH(stream);
   });
   Y9_CHECK_SHAPE(ok, "add_: dtype ", engine::dtype_name(dt), " not supported on cuda (f32, f64, f16, bf16)");
 }
@@ -162,8 +159,7 @@ void scale_strided_cuda(void* dst, DType dt, const StridedLayout& layout, double
   coalesce(&l, 1);
   bool ok = dispatch_float(dt, [&]<typename T>() {
     using C = typename Scalar<T>::C;
-    scale_kernel<T><<<grid_for(n), kBlock, 0, stream>>>(static_cast<T*>(dst), l, static_cast<C>(value), n);
-    CUDA_CHECK_LAUNCH(stream);
+    Y9_LAUNCH(scale_kernel<T>, grid_for(n), kBlock, 0, stream, static_cast<T*>(dst), l, static_cast<C>(value), n);
   });
   Y9_CHECK_SHAPE(ok, "mul_: dtype ", engine::dtype_name(dt), " not supported on cuda (f32, f64, f16, bf16)");
 }

@@ -9,6 +9,7 @@
 #include "engine/error.h"
 #include "kernels/common/elementwise.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/launch.cuh"
 
 namespace kernels::cuda {
 
@@ -59,10 +60,9 @@ void launch_map(const char* op, F f, void* out, DType dt, const StridedLayout& o
       in.l[k] = ls[k + 1];
     }
     if (dense)
-      map_kernel<T, N, F, true><<<grid_for(n), kBlock, 0, stream>>>(static_cast<T*>(out), ls[0], in, f, n);
+      Y9_LAUNCH(map_kernel<T, N, F, true>, grid_for(n), kBlock, 0, stream, static_cast<T*>(out), ls[0], in, f, n);
     else
-      map_kernel<T, N, F, false><<<grid_for(n), kBlock, 0, stream>>>(static_cast<T*>(out), ls[0], in, f, n);
-    CUDA_CHECK_LAUNCH(stream);
+      Y9_LAUNCH(map_kernel<T, N, F, false>, grid_for(n), kBlock, 0, stream, static_cast<T*>(out), ls[0], in, f, n);
   });
   Y9_CHECK_SHAPE(ok, op, ": dtype ", engine::dtype_name(dt), " not supported on cuda (f32, f64, f16, bf16)");
 }

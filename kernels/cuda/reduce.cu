@@ -8,6 +8,7 @@
 #include "engine/cuda_runtime.h"
 #include "engine/error.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/launch.cuh"
 
 namespace kernels::cuda {
 
@@ -70,14 +71,12 @@ void sum_rows_cuda(const void* in, void* out, engine::DType dtype, int64_t rows,
     using C = typename Scalar<T>::C;
     if (rows == 0) return;
     if (n <= kWarpRowMax) {
-      sum_rows_warp_kernel<T><<<grid_for(rows * kWarp), kBlock, 0, stream>>>(
-          static_cast<const T*>(in), static_cast<T*>(out), rows, n, static_cast<C>(scale));
+      Y9_LAUNCH(sum_rows_warp_kernel<T>, grid_for(rows * kWarp), kBlock, 0, stream, static_cast<const T*>(in), static_cast<T*>(out), rows, n, static_cast<C>(scale));
     } else {
       int64_t g = rows < 65535LL * 16 ? rows : 65535LL * 16;
-      sum_rows_block_kernel<T><<<static_cast<unsigned>(g), kRowBlock, 0, stream>>>(
+      Y9_LAUNCH(sum_rows_block_kernel<T>, static_cast<unsigned>(g), kRowBlock, 0, stream,
           static_cast<const T*>(in), static_cast<T*>(out), rows, n, static_cast<C>(scale));
     }
-    CUDA_CHECK_LAUNCH(stream);
   });
   Y9_CHECK_SHAPE(ok, "sum: dtype ", engine::dtype_name(dtype), " not supported on cuda (f32, f64, f16, bf16)");
 }

@@ -1,5 +1,6 @@
 // CUDA Philox fills: one thread per element, grid-stride loop, 64-bit indices.
 #include "engine/cuda_runtime.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/common/rng.h"
 #include "engine/core_kernels.h"
 
@@ -25,15 +26,13 @@ unsigned grid_for(int64_t n) {
 void uniform_fill_cuda(float* out, int64_t n, uint64_t seed, uint64_t stream_id, uint64_t offset, float lo, float hi,
                        cudaStream_t stream) {
   if (n == 0) return;
-  uniform_fill_kernel<<<grid_for(n), 256, 0, stream>>>(out, n, seed, stream_id, offset, lo, hi);
-  CUDA_CHECK_LAUNCH(stream);
+  Y9_LAUNCH(uniform_fill_kernel, grid_for(n), 256, 0, stream, out, n, seed, stream_id, offset, lo, hi);
 }
 
 void normal_fill_cuda(float* out, int64_t n, uint64_t seed, uint64_t stream_id, uint64_t offset, float mean, float std,
                       cudaStream_t stream) {
   if (n == 0) return;
-  normal_fill_kernel<<<grid_for(n), 256, 0, stream>>>(out, n, seed, stream_id, offset, mean, std);
-  CUDA_CHECK_LAUNCH(stream);
+  Y9_LAUNCH(normal_fill_kernel, grid_for(n), 256, 0, stream, out, n, seed, stream_id, offset, mean, std);
 }
 
 namespace {
