@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "apps/training/detector.h"
-#include "apps/training/evaluator.h"
+#include "apps/training/predictor.h"
 #include "apps/training/option_checks.h"
 #include "apps/training/weights.h"
 #include "engine/autograd.h"
