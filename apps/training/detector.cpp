@@ -1,6 +1,7 @@
 // The detect loop (official detect_dual.py run(), WongKinYiu/yolov9 5b1ea9a; shared/spec/eval.md
 // section 6) over images, folders, globs, .txt lists and video files, with annotated outputs,
-// YOLO txt labels and crops (apps/detector.h).
+// YOLO txt labels and crops (apps/detector.h). The source listing and the class colours are in
+// sources.cpp, shared with detect_nocv.cpp (the loop of the build without OpenCV).
 #include "apps/training/detector.h"
 
 #include <opencv2/imgcodecs.hpp>
