@@ -20,6 +20,9 @@ namespace io {
 
 namespace {
 
+// OpenCV's CV_IO_MAX_IMAGE_PIXELS default: a header asking for more is refused before allocating.
+constexpr uint64_t kMaxImagePixels = uint64_t{1} << 30;
+
 std::vector<uint8_t> read_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   Y9_CHECK_T(engine::IoError, f.good(), "cannot read image ", path, ": no such file or not readable");
@@ -120,6 +123,11 @@ ImageU8 decode_jpeg(const std::string& path, const std::vector<uint8_t>& buf) {
   // as OpenCV 4.6 grfmt_jpeg.cpp with libjpeg-turbo: BGR straight from the decoder, CMYK converted after
   cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_EXT_BGR;
   cinfo.out_color_components = cmyk ? 4 : 3;
+  if (static_cast<uint64_t>(cinfo.image_width) * cinfo.image_height > kMaxImagePixels) {
+    jpeg_destroy_decompress(&cinfo);
+    Y9_THROW(engine::IoError, "cannot decode JPEG ", path, ": ", cinfo.image_width, "x", cinfo.image_height,
+             " pixels is more than the limit of 2^30");
+  }
   jpeg_start_decompress(&cinfo);
   im.width = static_cast<int>(cinfo.output_width);
   im.height = static_cast<int>(cinfo.output_height);
@@ -185,6 +193,8 @@ ImageU8 decode_png(const std::string& path, const std::vector<uint8_t>& buf) {
   if (ct & PNG_COLOR_MASK_COLOR) png_set_bgr(png);
   else png_set_gray_to_rgb(png);
   png_set_interlace_handling(png);
+  if (static_cast<uint64_t>(png_get_image_width(png, info)) * png_get_image_height(png, info) > kMaxImagePixels)
+    png_error(png, "more pixels than the limit of 2^30");
   png_read_update_info(png, info);
   im.width = static_cast<int>(png_get_image_width(png, info));
   im.height = static_cast<int>(png_get_image_height(png, info));

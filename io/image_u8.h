@@ -27,8 +27,8 @@ struct ImageU8 {
 /// icvCvt_CMYK2BGR, and for JPEG the EXIF orientation (tag 0x0112, 2..8) applied. JPEG decode
 /// uses OpenCV's libjpeg settings (JCS_EXT_BGR, the default IDCT and upsampling), so pixels equal
 /// cv::imread's when both use the same libjpeg-turbo. Throws engine::IoError naming the path when
-/// the file is missing, empty, of another format (BMP, WebP, TIFF ...: "needs the OpenCV build")
-/// or undecodable.
+/// the file is missing, empty, of another format (BMP, WebP, TIFF ...: "needs the OpenCV build"),
+/// undecodable, or declares more than 2^30 pixels (OpenCV's default limit; refused before allocating).
 ImageU8 read_image_u8(const std::string& path);
 
 /// Resizes `src` (non-empty) to new_h x new_w (both >= 1) as OpenCV 4.6's

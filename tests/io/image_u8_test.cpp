@@ -185,6 +185,24 @@ TEST(ImageU8, WriteReadBackAndDraw) {
   EXPECT_THROW(io::read_image_u8((dir / "text.jpg").string()), engine::IoError);
   std::ofstream((dir / "trunc.jpg").string(), std::ios::binary) << "\xFF\xD8\xFF\xE0";
   EXPECT_THROW(io::read_image_u8((dir / "trunc.jpg").string()), engine::IoError);
+  {  // a JPEG whose frame header declares 60000 x 60000 pixels: refused before allocating
+    std::ifstream in(jpg, std::ios::binary);
+    std::vector<uint8_t> b((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (size_t i = 0; i + 9 < b.size(); ++i)
+      if (b[i] == 0xFF && b[i + 1] == 0xC0) {
+        b[i + 5] = b[i + 7] = 0xEA;  // 0xEA60 = 60000
+        b[i + 6] = b[i + 8] = 0x60;
+        break;
+      }
+    const std::string huge = (dir / "huge.jpg").string();
+    std::ofstream(huge, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+    try {
+      io::read_image_u8(huge);
+      ADD_FAILURE() << "no error for a 60000x60000 JPEG";
+    } catch (const engine::IoError& e) {
+      EXPECT_NE(e.message().find("2^30"), std::string::npos) << e.message();
+    }
+  }
   EXPECT_THROW(io::resize_linear_u8(im, 0, 5), engine::Error);
   EXPECT_THROW(io::letterbox_u8(io::ImageU8(), 64, 64), engine::Error);
   fs::remove_all(dir);
