@@ -5,22 +5,20 @@
 #   yolov9             the same `detect` command, and nothing else (apps/{main,commands,detect}.cpp
 #                      compiled with Y9_INFERENCE_ONLY).
 #   yolov9_infer_example  the docs/inference.md example, verbatim (apps/infer/example.cpp).
-#   yolov9_infer_raw   the model and NMS on a stored input tensor (cross-build check).
+#   yolov9_infer_raw   the model and NMS on a stored input tensor (a debugging aid for cross builds).
+# Images through OpenCV, or without it (Y9_WITH_OPENCV=OFF, the default of a cross build) through
+# io/image_u8.h (libjpeg-turbo, libpng).
 # No optimizer, schedule, EMA, data pipeline, MPI, NCCL or GoogleTest; autograd exists in the
 # engine but the predictor runs under NoGradGuard, so no tape is ever recorded.
 
-if(Y9_INFERENCE_CORE_ONLY)
-  # No OpenCV for this target (a cross build): the layers above stop at graph and the weights
-  # reader; scripts/build_aarch64.sh builds them to show the engine compiles for the target.
-  add_executable(yolov9_infer_raw ${CMAKE_SOURCE_DIR}/apps/infer/raw_main.cpp
-                                  ${CMAKE_SOURCE_DIR}/apps/training/weights.cpp
-                                  ${CMAKE_SOURCE_DIR}/apps/training/config_paths.cpp)
-  y9_layer(yolov9_infer_raw apps/training)
-  target_link_libraries(yolov9_infer_raw PRIVATE y9_graph y9_io y9_ops)
-  return()
+# The detect loop: detector.cpp over OpenCV, or detect_nocv.cpp over io/image_u8.h (Y9_WITH_OPENCV=OFF:
+# JPEG and PNG images, boxes without label text, no video).
+if(Y9_WITH_OPENCV)
+  set(_y9_detect_loop detector)
+else()
+  set(_y9_detect_loop detect_nocv)
 endif()
-
-set(Y9_INFER_TRAINING_SOURCES weights config_paths detector predictor option_checks)
+set(Y9_INFER_TRAINING_SOURCES weights config_paths sources ${_y9_detect_loop} predictor option_checks)
 list(TRANSFORM Y9_INFER_TRAINING_SOURCES REPLACE "(.+)" "${CMAKE_SOURCE_DIR}/apps/training/\\1.cpp")
 add_library(yolov9_infer STATIC ${Y9_INFER_TRAINING_SOURCES} ${CMAKE_SOURCE_DIR}/apps/infer/detector.cpp)
 y9_layer(yolov9_infer apps/training)
@@ -38,7 +36,6 @@ endif()
 
 add_executable(yolov9_infer_raw ${CMAKE_SOURCE_DIR}/apps/infer/raw_main.cpp)  # cross-build check
 target_link_libraries(yolov9_infer_raw PRIVATE yolov9_infer)
-target_compile_definitions(yolov9_infer_raw PRIVATE Y9_HAVE_OPENCV=1)
 
 add_executable(yolov9_infer_example ${CMAKE_SOURCE_DIR}/apps/infer/example.cpp)
 target_link_libraries(yolov9_infer_example PRIVATE yolov9_infer)

@@ -21,6 +21,7 @@
 #include "engine/allocator.h"
 #include "engine/tensor.h"
 #include "io/augment.h"
+#include "io/batch.h"
 
 namespace io {
 
@@ -47,13 +48,6 @@ struct LoaderOptions {
   bool pin_memory = true;
 };
 
-/// One collated batch.
-struct Batch {
-  engine::Tensor images;   ///< [B, 3, H, W] U8, RGB, contiguous, CPU (pinned when the loader pins)
-  engine::Tensor targets;  ///< [N, 6] F32 rows [image_index, class, cx, cy, w, h], box normalised
-  std::vector<int64_t> indices;    ///< dataset indices
-  std::vector<std::string> paths;  ///< image paths
-};
 
 /// Collates finished samples (H x W x 3 uint8 BGR, all the same size; paths[i] belongs to
 /// samples[i]) into a Batch (official collate_fn): images [B, 3, H, W] uint8 RGB, targets

@@ -7,21 +7,35 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 PKGS=(
   build-essential cmake ninja-build ccache pkg-config
   libdnnl-dev ocl-icd-opencl-dev opencl-headers libopenblas-dev
-  libyaml-cpp-dev libopencv-dev libjpeg-dev nlohmann-json3-dev libcli11-dev
+  libyaml-cpp-dev libopencv-dev libjpeg-dev libpng-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin
   libonnx-dev libprotobuf-dev protobuf-compiler  # export --format onnx (onnx-ml.pb.h, onnx_proto)
   clang libclang-rt-14-dev  # scripts/fuzz.sh: libFuzzer, ASan, UBSan
 )
+# The aarch64 cross build and its qemu test (scripts/build_aarch64.sh, tests/infer/aarch64_qemu_test.sh;
+# Y9_AARCH64_TEST=0 skips them and these packages): Debian's cross toolchain, qemu-user and the
+# arm64 multiarch runtime/-dev packages that install beside the host's (docs/inference.md).
+need_update=0
+if [ "${Y9_AARCH64_TEST:-1}" != "0" ]; then
+  PKGS+=(g++-aarch64-linux-gnu qemu-user file binutils
+         libdnnl2:arm64 libopenblas-dev:arm64 libjpeg62-turbo-dev:arm64 libpng-dev:arm64 libyaml-cpp0.7:arm64)
+  if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+    $SUDO dpkg --add-architecture arm64
+    need_update=1
+  fi
+fi
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "install_deps: installing ${missing[*]}"
+if [ ${#missing[@]} -gt 0 ] || [ "$need_update" = 1 ]; then
+  echo "install_deps: installing ${missing[*]:-}"
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  if [ ${#missing[@]} -gt 0 ]; then
+    $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
 else
   echo "install_deps: all packages present"
 fi

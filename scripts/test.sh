@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the dependencies, builds everything (CUDA too when nvcc is found), runs the test suite,
-# builds and tests the embedded inference build (docs/inference.md), runs the CUDA kernels under the
-# CUDA-on-CPU emulator (docs/cuda_emulator.md; plain and ASan), then fuzzes the input parsers
+# builds and tests the embedded inference build (docs/inference.md) and its aarch64 cross build under
+# qemu-user (Y9_AARCH64_TEST=0 skips that), runs the CUDA kernels under the CUDA-on-CPU emulator
+# (docs/cuda_emulator.md; plain and ASan; Y9_EMU_TEST=0 skips that), then fuzzes the input parsers
 # for a bounded time (scripts/fuzz.sh: Y9_FUZZ_SECONDS per parser, default 30; Y9_FUZZ_SECONDS=0
 # skips it). GPU tests skip cleanly on a machine without a GPU.
 # Usage: bash scripts/test.sh
@@ -39,6 +40,14 @@ if [ "${Y9_EMU_TEST:-1}" != "0" ]; then
     [ "$asan" = "ON" ] && emu_filter="-R _emu_fwd$"
     ctest --test-dir "$emu_dir" --output-on-failure -j "$(nproc)" -L emu $emu_filter
   done
+fi
+# The aarch64 cross build of `yolov9` (no OpenCV) and its qemu-user test on a coco128 image against
+# the full build above (docs/inference.md; Y9_AARCH64_TEST=0 skips both, and install_deps.sh then
+# skips the cross packages). About 5 minutes cold on 2 cores, well under one with ccache.
+if [ "${Y9_AARCH64_TEST:-1}" != "0" ]; then
+  t0=$(date +%s)
+  Y9_AARCH64_BUILD_DIR="$BUILD_DIR-aarch64" Y9_FULL_BUILD_DIR="$BUILD_DIR" Y9_AARCH64_TEST=1 bash scripts/build_aarch64.sh
+  echo "aarch64 cross build + qemu test: $(($(date +%s) - t0)) s"
 fi
 if [ "${Y9_FUZZ_SECONDS:-30}" != "0" ]; then
   bash scripts/fuzz.sh

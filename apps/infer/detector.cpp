@@ -3,19 +3,25 @@
 // drift apart.
 #include "yolov9/detector.h"
 
+#ifdef Y9_HAVE_OPENCV
 #include <opencv2/core.hpp>
-
+#endif
+#include <cstring>
 #include <string>
 #include <utility>
 
 #include "apps/training/detector.h"
-#include "apps/training/evaluator.h"
+#include "apps/training/predictor.h"
 #include "apps/training/option_checks.h"
 #include "apps/training/weights.h"
 #include "engine/autograd.h"
 #include "engine/error.h"
 #include "graph/model.h"
+#ifdef Y9_HAVE_OPENCV
 #include "io/image.h"
+#else
+#include "io/image_u8.h"
+#endif
 
 namespace yolov9 {
 
@@ -26,7 +32,12 @@ struct Detector::Impl {
   ops::NmsOptions nms;
   std::vector<std::string> names;
 
-  std::vector<Box> run(const cv::Mat& bgr) const {
+#ifdef Y9_HAVE_OPENCV
+  using Image = cv::Mat;
+#else
+  using Image = io::ImageU8;  // the build without OpenCV (Y9_WITH_OPENCV=OFF)
+#endif
+  std::vector<Box> run(const Image& bgr) const {
     const training::ImageDetections r =
         training::detect_image(predictor, bgr, nms, options.img_size, engine::Device::cpu());
     const int64_t n = r.det.size(0);
@@ -68,7 +79,11 @@ Detector::Detector(Detector&&) noexcept = default;
 Detector& Detector::operator=(Detector&&) noexcept = default;
 
 std::vector<Box> Detector::detect(const std::string& image_path) const {
+#ifdef Y9_HAVE_OPENCV
   return impl_->run(io::read_image_bgr(image_path));
+#else
+  return impl_->run(io::read_image_u8(image_path));
+#endif
 }
 
 std::vector<Box> Detector::detect(const uint8_t* bgr, int height, int width, int64_t row_stride_bytes) const {
@@ -77,7 +92,15 @@ std::vector<Box> Detector::detect(const uint8_t* bgr, int height, int width, int
   const size_t step = row_stride_bytes > 0 ? static_cast<size_t>(row_stride_bytes) : static_cast<size_t>(width) * 3;
   Y9_CHECK(step >= static_cast<size_t>(width) * 3, "yolov9::Detector::detect: row stride ", row_stride_bytes,
            " bytes is less than 3 * width = ", 3 * width);
+#ifdef Y9_HAVE_OPENCV
   const cv::Mat im(height, width, CV_8UC3, const_cast<uint8_t*>(bgr), step);  // read only: letterbox copies
+#else
+  io::ImageU8 im;
+  im.height = height;
+  im.width = width;
+  im.data.resize(static_cast<size_t>(height) * width * 3);
+  for (int y = 0; y < height; ++y) std::memcpy(im.row(y), bgr + step * static_cast<size_t>(y), static_cast<size_t>(width) * 3);
+#endif
   return impl_->run(im);
 }
 

@@ -1,6 +1,6 @@
 // yolov9_infer_raw: the model and NMS on a stored input tensor, for checking a cross build (the
 // aarch64 binary under qemu) against the host on the very same letterboxed image.
-//   yolov9_infer_raw input WEIGHTS IMAGE IMGSZ OUT.safetensors   (builds with OpenCV only)
+//   yolov9_infer_raw input WEIGHTS IMAGE IMGSZ OUT.safetensors   (OpenCV or io/image_u8.h)
 //       writes the [1, 3, H, W] F32 tensor `yolov9 detect` feeds the model for IMAGE ("images")
 //   yolov9_infer_raw predict WEIGHTS IN.safetensors [CONF [PRED.safetensors]]
 //       prints "class score x1 y1 x2 y2" per NMS box (letterboxed-input pixels, detect's NMS) and
@@ -18,8 +18,8 @@
 #include "io/safetensors.h"
 #include "ops/nms.h"
 #include "ops/ops.h"
-#ifdef Y9_HAVE_OPENCV
 #include "apps/training/detector.h"
+#ifdef Y9_HAVE_OPENCV
 #include "io/image.h"
 #endif
 
@@ -47,7 +47,6 @@ int main(int argc, char** argv) {
                     d[6 * i + 1], d[6 * i + 2], d[6 * i + 3]);
       return 0;
     }
-#ifdef Y9_HAVE_OPENCV
     if (mode == "input" && argc == 6) {
       training::LoadedModel lm = training::load_model(argv[2]);
       engine::Tensor captured;
@@ -56,12 +55,16 @@ int main(int argc, char** argv) {
         // the boxes do not matter here: an empty prediction of the right rank
         return engine::Tensor::zeros({x.size(0), 4 + lm.model->nc(), 1});
       };
-      training::detect_image(capture, io::read_image_bgr(argv[3]), ops::NmsOptions{}, std::stoi(argv[4]),
+#ifdef Y9_HAVE_OPENCV
+      const cv::Mat image = io::read_image_bgr(argv[3]);
+#else
+      const io::ImageU8 image = io::read_image_u8(argv[3]);
+#endif
+      training::detect_image(capture, image, ops::NmsOptions{}, std::stoi(argv[4]),
                              engine::Device::cpu());
       io::save_safetensors(argv[5], {{"images", captured}}, {});
       return 0;
     }
-#endif
     std::fprintf(stderr, "usage: %s input WEIGHTS IMAGE IMGSZ OUT | predict WEIGHTS IN [CONF]\n", argv[0]);
     return 2;
   } catch (const std::exception& e) {

@@ -2,13 +2,17 @@
 // 5b1ea9a; shared/spec/eval.md section 6): source listing (file, folder, glob, .txt list, video),
 // stride-padded letterbox, NMS, boxes mapped back and rounded, annotation, YOLO txt labels, crops.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#ifdef Y9_HAVE_OPENCV
 #include <opencv2/core.hpp>
+#endif
 
-#include "apps/training/evaluator.h"
+#include "apps/training/predictor.h"
+#include "io/image_u8.h"
 #include "ops/nms.h"
 
 namespace training {
@@ -58,14 +62,20 @@ struct DetectSummary {
   double pre_ms = 0, inf_ms = 0, nms_ms = 0;  ///< per image
 };
 
+/// Official colors(i, bgr=True): the 20-entry palette (FF3838, FF9D97, ...) cycled by class index,
+/// as {B, G, R}.
+std::array<uint8_t, 3> class_color_bgr3(int64_t c);
+
+#ifdef Y9_HAVE_OPENCV
 /// Draws one box the official Annotator.box_label way (cv2 branch): rectangle of `color` (BGR)
 /// with line width lw, and when `label` is non-empty a filled label box above the box (below
 /// when it does not fit) with white text, font scale lw / 3, thickness max(lw - 1, 1).
 void box_label(cv::Mat& im, float x1, float y1, float x2, float y2, const std::string& label, const cv::Scalar& color,
                int lw);
 
-/// Official colors(i, bgr=True): the 20-entry palette (FF3838, FF9D97, ...) cycled by class index.
+/// class_color_bgr3 as a cv::Scalar (B, G, R).
 cv::Scalar class_color_bgr(int64_t c);
+#endif
 
 /// What detect_image found in one image.
 struct ImageDetections {
@@ -75,6 +85,7 @@ struct ImageDetections {
   double pre_s = 0, inf_s = 0, nms_s = 0;  ///< seconds in pre-processing, the model and NMS
 };
 
+#ifdef Y9_HAVE_OPENCV
 /// One image through the official detect pipeline (detect_dual.py): letterbox to `imgsz` with
 /// stride padding (auto), BGR -> RGB planes / 255 on `device`, `predictor`, NMS with `nms`, boxes
 /// mapped back to im0 (H0 x W0 x 3 uint8 BGR) and rounded. `path` only labels the batch. Used by
@@ -82,8 +93,19 @@ struct ImageDetections {
 /// letterbox, the predictor or NMS. Deterministic for a deterministic predictor.
 ImageDetections detect_image(const Predictor& predictor, const cv::Mat& im0, const ops::NmsOptions& nms, int imgsz,
                              engine::Device device, const std::string& path = "");
+#else
+/// detect_image of the build without OpenCV (Y9_WITH_OPENCV=OFF, apps/training/detect_nocv.cpp):
+/// the same pipeline with io::letterbox_u8 (OpenCV's INTER_LINEAR repeated, see io/image_u8.h) on
+/// im0, an H0 x W0 x 3 uint8 BGR io::ImageU8. Same result, same errors.
+ImageDetections detect_image(const Predictor& predictor, const io::ImageU8& im0, const ops::NmsOptions& nms, int imgsz,
+                             engine::Device device, const std::string& path = "");
+#endif
 
-/// The official detect loop over list_sources(source). A missing list entry, an unreadable image
+/// The official detect loop over list_sources(source). Without OpenCV (Y9_WITH_OPENCV=OFF) only
+/// JPEG and PNG images are read (io::read_image_u8); a video file, or an image of another format,
+/// is reported as an error naming it ("needs the OpenCV build") and skipped; annotated images are
+/// written as JPEG/PNG (by their source's extension, as are crops) with box outlines and no label
+/// text. A missing list entry, an unreadable image
 /// or video, a frame that fails to decode, or an image the model cannot process is reported
 /// (stderr and DetectSummary::errors, naming the path) and skipped; the rest is still processed. Throws engine::IoError from list_sources or when an
 /// output cannot be written; engine::Error from the predictor or NMS.

@@ -15,6 +15,7 @@
 
 #include "engine/device.h"
 #include "engine/tensor.h"
+#include "apps/training/predictor.h"
 #include "io/loader.h"
 #include "ops/metrics.h"
 
@@ -24,15 +25,6 @@ class Model;
 
 namespace training {
 
-/// A model for validation/inference: images [B, 3, H, W] F32 RGB in [0, 1] (letterboxed, H and W
-/// multiples of 32) and the batch they come from -> prediction [B, 4 + nc, A]: rows cx, cy, w, h
-/// in letterboxed-input pixels, then per-class sigmoid scores (the tensor NMS takes).
-using Predictor = std::function<engine::Tensor(const engine::Tensor& images, const io::Batch& batch)>;
-
-/// A Predictor running `model` in eval mode without autograd, returning the NMS input: the main
-/// branch y2 for multi-branch (DualDDetect) heads, the only y for DDetect (ops::nms_input; the
-/// last branch for TripleDDetect). The model must outlive the predictor. Sets model.eval().
-Predictor model_predictor(graph::Model& model);
 
 /// Options of run_validation (official val_dual.py run() arguments).
 struct ValOptions {
@@ -136,8 +128,5 @@ ValResult run_validation(const Predictor& predictor, std::shared_ptr<const io::A
 ValResult run_validation(graph::Model& model, std::shared_ptr<const io::AugmentedDataset> ds,
                          const ValOptions& opts);
 
-/// Official check_img_size: rounds `img` up to a multiple of `stride` (min `floor`), printing the
-/// official warning when it changes.
-int check_img_size(int img, int stride = 32, int floor = 0);
 
 }  // namespace training

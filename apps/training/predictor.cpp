@@ -1,7 +1,7 @@
 // model_predictor and check_img_size (apps/training/evaluator.h): the eval-mode, no-grad forward
 // and the image-size rule that val, detect and the embedded inference build share. Their own file
 // so that the inference build (Y9_INFERENCE_ONLY) compiles them without the validation loop.
-#include "apps/training/evaluator.h"
+#include "apps/training/predictor.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,0 +1,209 @@
+// The OpenCV-free image path (io/image_u8.h) against OpenCV on coco128: decode equal to
+// cv::imread, resize equal to cv::resize(INTER_LINEAR) (the max difference and the share of
+// differing values are printed), letterbox equal to io::letterbox, EXIF orientations as
+// cv::imread applies them, JPEG/PNG writing, and the errors.
+#include <gtest/gtest.h>
+
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <unistd.h>
+
+#include "engine/error.h"
+#include "io/image_u8.h"
+#include "io/letterbox.h"
+#include "tests/testutil.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+io::ImageU8 from_mat(const cv::Mat& m) {
+  io::ImageU8 im;
+  im.height = m.rows;
+  im.width = m.cols;
+  im.data.resize(static_cast<size_t>(m.rows) * m.cols * 3);
+  for (int y = 0; y < m.rows; ++y) std::memcpy(im.row(y), m.ptr<uint8_t>(y), static_cast<size_t>(m.cols) * 3);
+  return im;
+}
+
+struct Diff {
+  int max = 0;
+  int64_t differing = 0, total = 0;
+};
+
+void accumulate(Diff& d, const io::ImageU8& a, const cv::Mat& b) {
+  ASSERT_EQ(a.height, b.rows);
+  ASSERT_EQ(a.width, b.cols);
+  for (int y = 0; y < a.height; ++y) {
+    const uint8_t* p = a.row(y);
+    const uint8_t* q = b.ptr<uint8_t>(y);
+    for (int x = 0; x < 3 * a.width; ++x) {
+      const int e = std::abs(p[x] - q[x]);
+      d.max = std::max(d.max, e);
+      d.differing += e != 0;
+    }
+  }
+  d.total += static_cast<int64_t>(a.height) * a.width * 3;
+}
+
+std::vector<std::string> coco_images() {
+  const std::string coco = testutil::coco128_dir();
+  return testutil::glob_files(coco + "/images/train2017", "*.jpg");
+}
+
+}  // namespace
+
+TEST(ImageU8, DecodeEqualsImread) {
+  const auto files = coco_images();
+  if (files.empty()) GTEST_SKIP() << "coco128 missing";
+  Diff d;
+  for (const auto& f : files) {
+    SCOPED_TRACE(f);
+    accumulate(d, io::read_image_u8(f), cv::imread(f, cv::IMREAD_COLOR));
+  }
+  std::printf("decode: %zu coco128 JPEGs, max |ours - cv::imread| %d, differing values %lld of %lld\n", files.size(),
+              d.max, static_cast<long long>(d.differing), static_cast<long long>(d.total));
+  EXPECT_EQ(d.max, 0);
+}
+
+TEST(ImageU8, ResizeEqualsCvResizeOnCoco128) {
+  const auto files = coco_images();
+  if (files.empty()) GTEST_SKIP() << "coco128 missing";
+  Diff d;
+  for (const auto& f : files) {
+    SCOPED_TRACE(f);
+    const cv::Mat m = cv::imread(f, cv::IMREAD_COLOR);
+    const io::ImageU8 im = from_mat(m);
+    std::vector<std::pair<int, int>> sizes;  // (h, w): detect's letterbox sizes, then odd ones, up and down
+    for (int s : {128, 320, 640}) {
+      const double r = std::min(static_cast<double>(s) / m.rows, static_cast<double>(s) / m.cols);
+      sizes.push_back({std::max(1, static_cast<int>(std::nearbyint(m.rows * r))),
+                       std::max(1, static_cast<int>(std::nearbyint(m.cols * r)))});
+    }
+    sizes.push_back({m.rows / 2, m.cols / 2});  // exact 2x: OpenCV switches to INTER_AREA
+    sizes.push_back({m.rows * 3 / 2 + 1, m.cols * 5 / 4 + 3});
+    sizes.push_back({77, 101});
+    sizes.push_back({1, 3});
+    for (auto [h, w] : sizes) {
+      if (h < 1 || w < 1 || (h == m.rows && w == m.cols)) continue;
+      cv::Mat ref;
+      cv::resize(m, ref, cv::Size(w, h), 0, 0, cv::INTER_LINEAR);
+      accumulate(d, io::resize_linear_u8(im, h, w), ref);
+    }
+  }
+  std::printf("resize: max |ours - cv::resize INTER_LINEAR| %d, differing values %lld of %lld (%.3g)\n", d.max,
+              static_cast<long long>(d.differing), static_cast<long long>(d.total),
+              static_cast<double>(d.differing) / static_cast<double>(d.total));
+  EXPECT_EQ(d.max, 0);
+}
+
+TEST(ImageU8, LetterboxEqualsIoLetterbox) {
+  const auto files = coco_images();
+  if (files.empty()) GTEST_SKIP() << "coco128 missing";
+  Diff d;
+  for (size_t i = 0; i < files.size(); i += 4) {
+    const cv::Mat m = cv::imread(files[i], cv::IMREAD_COLOR);
+    for (int s : {64, 128, 320, 640}) {
+      SCOPED_TRACE(files[i] + " at " + std::to_string(s));
+      const io::LetterboxResult ref = io::letterbox(m, s, s, true, false, true, 32);
+      const io::LetterboxU8 ours = io::letterbox_u8(from_mat(m), s, s, true, true, 32);
+      accumulate(d, ours.img, ref.img);
+      EXPECT_EQ(ours.dw, ref.dw);
+      EXPECT_EQ(ours.dh, ref.dh);
+      EXPECT_EQ(ours.ratio_w, ref.ratio_w);
+    }
+  }
+  std::printf("letterbox: max |ours - io::letterbox| %d over %lld values\n", d.max, static_cast<long long>(d.total));
+  EXPECT_EQ(d.max, 0);
+}
+
+TEST(ImageU8, ExifOrientationAsImread) {
+  const auto files = coco_images();
+  if (files.empty()) GTEST_SKIP() << "coco128 missing";
+  const fs::path dir = fs::temp_directory_path() / ("y9_image_u8_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  // a small non-square JPEG, then the same bytes with an APP1 Exif block (little-endian TIFF,
+  // IFD0 with one entry: Orientation) right after SOI
+  const cv::Mat m = cv::imread(files[0], cv::IMREAD_COLOR)(cv::Rect(0, 0, 37, 23)).clone();
+  const std::string plain = (dir / "plain.jpg").string();
+  io::write_image_u8(plain, from_mat(m), 90);
+  std::ifstream in(plain, std::ios::binary);
+  const std::vector<uint8_t> jpg((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (int o = 1; o <= 8; ++o) {
+    SCOPED_TRACE("orientation " + std::to_string(o));
+    const uint8_t tiff[] = {'I', 'I', 42, 0, 8, 0, 0, 0, 1, 0, 0x12, 0x01, 3, 0, 1, 0, 0, 0,
+                            static_cast<uint8_t>(o), 0, 0, 0, 0, 0, 0, 0};
+    std::vector<uint8_t> app1 = {'E', 'x', 'i', 'f', 0, 0};
+    app1.insert(app1.end(), std::begin(tiff), std::end(tiff));
+    const size_t len = app1.size() + 2;
+    std::vector<uint8_t> out = {0xFF, 0xD8, 0xFF, 0xE1, static_cast<uint8_t>(len >> 8), static_cast<uint8_t>(len & 0xFF)};
+    out.insert(out.end(), app1.begin(), app1.end());
+    out.insert(out.end(), jpg.begin() + 2, jpg.end());
+    const std::string f = (dir / ("o" + std::to_string(o) + ".jpg")).string();
+    std::ofstream(f, std::ios::binary).write(reinterpret_cast<const char*>(out.data()), static_cast<std::streamsize>(out.size()));
+    const cv::Mat ref = cv::imread(f, cv::IMREAD_COLOR);
+    const io::ImageU8 ours = io::read_image_u8(f);
+    EXPECT_EQ(ref.rows, o >= 5 ? 37 : 23);
+    Diff d;
+    accumulate(d, ours, ref);
+    EXPECT_EQ(d.max, 0);
+  }
+  fs::remove_all(dir);
+}
+
+TEST(ImageU8, WriteReadBackAndDraw) {
+  const fs::path dir = fs::temp_directory_path() / ("y9_image_u8_w" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  io::ImageU8 im;
+  im.height = 40;
+  im.width = 60;
+  im.data.assign(40 * 60 * 3, 114);
+  io::draw_box_u8(im, 10, 5, 50, 30, {255, 56, 56}, 3);
+  EXPECT_EQ(im.row(5)[3 * 20], 255);      // on the top edge
+  EXPECT_EQ(im.row(5)[3 * 20 + 2], 56);
+  EXPECT_EQ(im.row(15)[3 * 30], 114);     // inside: untouched
+  io::draw_box_u8(im, -10, -10, 100, 100, {0, 0, 0}, 2);  // clipped, no crash
+  const std::string png = (dir / "a.png").string(), jpg = (dir / "a.JPG").string();
+  io::write_image_u8(png, im);
+  io::write_image_u8(jpg, im, 95);
+  Diff d;
+  accumulate(d, io::read_image_u8(png), cv::imread(png, cv::IMREAD_COLOR));
+  accumulate(d, im, cv::imread(png, cv::IMREAD_COLOR));
+  EXPECT_EQ(d.max, 0);
+  const cv::Mat j = cv::imread(jpg, cv::IMREAD_COLOR);
+  EXPECT_EQ(j.rows, 40);
+  EXPECT_EQ(j.cols, 60);
+  EXPECT_THROW(io::write_image_u8((dir / "a.bmp").string(), im), engine::IoError);
+  EXPECT_THROW(io::read_image_u8((dir / "missing.jpg").string()), engine::IoError);
+  std::ofstream((dir / "text.jpg").string()) << "not an image";
+  EXPECT_THROW(io::read_image_u8((dir / "text.jpg").string()), engine::IoError);
+  std::ofstream((dir / "trunc.jpg").string(), std::ios::binary) << "\xFF\xD8\xFF\xE0";
+  EXPECT_THROW(io::read_image_u8((dir / "trunc.jpg").string()), engine::IoError);
+  {  // a JPEG whose frame header declares 60000 x 60000 pixels: refused before allocating
+    std::ifstream in(jpg, std::ios::binary);
+    std::vector<uint8_t> b((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (size_t i = 0; i + 9 < b.size(); ++i)
+      if (b[i] == 0xFF && b[i + 1] == 0xC0) {
+        b[i + 5] = b[i + 7] = 0xEA;  // 0xEA60 = 60000
+        b[i + 6] = b[i + 8] = 0x60;
+        break;
+      }
+    const std::string huge = (dir / "huge.jpg").string();
+    std::ofstream(huge, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+    try {
+      io::read_image_u8(huge);
+      ADD_FAILURE() << "no error for a 60000x60000 JPEG";
+    } catch (const engine::IoError& e) {
+      EXPECT_NE(e.message().find("2^30"), std::string::npos) << e.message();
+    }
+  }
+  EXPECT_THROW(io::resize_linear_u8(im, 0, 5), engine::Error);
+  EXPECT_THROW(io::letterbox_u8(io::ImageU8(), 64, 64), engine::Error);
+  fs::remove_all(dir);
+}
