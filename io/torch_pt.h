@@ -125,7 +125,8 @@ struct PtOptimizerState {
   std::map<int64_t, std::map<std::string, engine::Tensor>> state;
 };
 
-/// ckpt['optimizer'] of the official checkpoint `pt`. Errors: engine::IoError naming `pt.name`
+/// ckpt['optimizer'] of the official checkpoint `pt` (train_dual.py: optimizer.state_dict() of
+/// utils/torch_utils.py smart_optimizer; torch.optim.Optimizer.state_dict, PyTorch 1.13). Errors: engine::IoError naming `pt.name`
 /// when there is none (None: a stripped checkpoint, written at the end of training) or it is not
 /// a state_dict ({'state': {int: {str: tensor|number}}, 'param_groups': [{'params': [int], ...}]}),
 /// or a state entry names a parameter id no group holds.

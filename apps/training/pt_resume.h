@@ -4,6 +4,9 @@
 // parameter names is the official smart_optimizer order: torch numbers the parameters group by
 // group in the order they were added, and our official_param_split builds the same three groups
 // (biases, decayed weights, normalisation weights) in the same model.modules() order.
+// Source: train_dual.py (main: the --resume branch; train: smart_resume), utils/torch_utils.py
+// (smart_optimizer, smart_resume), torch.optim.Optimizer.state_dict (PyTorch 1.13). Every
+// function here is a pure conversion: bitwise reproducible, no flag needed.
 #pragma once
 #include <map>
 #include <string>

@@ -179,7 +179,8 @@ void write_yaml(const fs::path& p, const nlohmann::ordered_json& j) {
 }
 
 /// The run bare `--resume` continues: the newest run folder under `root` (a folder holding
-/// opt.yaml; its age is the newest of opt.yaml, weights/last.safetensors and results.csv).
+/// opt.yaml; its age is the newest of opt.yaml, weights/last.safetensors, weights/last.pt and
+/// results.csv), and its last.safetensors, else the last.pt of an official run.
 /// Deviation: the official get_latest_run takes the newest last*.pt anywhere, so a run killed
 /// before its first checkpoint silently resumes an older run; we refuse and say so.
 std::string latest_run(const std::string& root) {
@@ -192,7 +193,7 @@ std::string latest_run(const std::string& root) {
       if (it->path().filename() != "opt.yaml") continue;
       const fs::path dir = it->path().parent_path();
       fs::file_time_type t = fs::last_write_time(it->path(), ec);
-      for (const fs::path& f : {dir / "weights" / "last.safetensors", dir / "results.csv"}) {
+      for (const fs::path& f : {dir / "weights" / "last.safetensors", dir / "weights" / "last.pt", dir / "results.csv"}) {
         std::error_code e2;
         const auto tf = fs::last_write_time(f, e2);
         if (!e2 && tf > t) t = tf;
@@ -201,7 +202,10 @@ std::string latest_run(const std::string& root) {
     }
   Y9_CHECK_T(engine::IoError, !best.empty(), "--resume: no training run (a folder with opt.yaml) found under '", root,
              "'; pass the checkpoint path: --resume runs/train/exp/weights/last.safetensors");
-  const fs::path last = best / "weights" / "last.safetensors";
+  fs::path last = best / "weights" / "last.safetensors";
+  // An official train_dual.py run (weights/last.pt) until ours has written its own checkpoint.
+  if (!fs::is_regular_file(last, ec) && fs::is_regular_file(best / "weights" / "last.pt", ec))
+    last = best / "weights" / "last.pt";
   Y9_CHECK_T(engine::ConfigError, fs::is_regular_file(last, ec), "--resume: the newest run ", best.string(),
              " has no checkpoint (", last.string(),
              " is missing: it stopped before its first save), so there is nothing to resume. Start it again, or "
