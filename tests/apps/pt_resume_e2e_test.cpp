@@ -5,7 +5,8 @@
 // checkpoint's weights and momentum buffers. Our resumed weights must match the official ones far
 // more closely than the official resume with fresh momentum buffers does (the loaded momentum
 // enters the step as lr*m^2*buf, the predicted difference), and results.csv continues in the run
-// folder. Without fixtures: the refusals of .pt files that cannot be resumed.
+// folder. Without fixtures: the refusals of .pt files that cannot be resumed, and bare --resume
+// finding an official run.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -125,4 +126,15 @@ TEST(PtResumeE2E, PtFilesThatCannotBeResumedAreRefused) {
   EXPECT_EQ(r.rc, 1) << r.out;
   EXPECT_NE(r.out.find("'data/tiny.yaml', does not exist"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--data path/to/data.yaml"), std::string::npos) << r.out;
+  // Bare --resume: the newest run under ./runs, here an official one (weights/last.pt), whose
+  // opt.yaml wins over ckpt['opt'] (train_dual.py main).
+  const fs::path cwd = fs::path(dir) / "cwd", exp = cwd / "runs/train/exp";
+  fs::create_directories(exp / "weights");
+  fs::copy_file(std::string(Y9_SOURCE_DIR) + "/tests/data/pt/tiny_resume.pt", exp / "weights/last.pt");
+  std::ofstream(exp / "opt.yaml") << "data: data/other.yaml\nepochs: 3\nhyp:\n  lr0: 0.01\n";
+  r = e2e::run_shell("cd '" + cwd.string() + "' && OMP_NUM_THREADS=2 '" +
+                     (fs::path(Y9_BINARY_DIR) / "yolov9").string() + "' train --resume");
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("runs/train/exp/weights/last.pt"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("'data/other.yaml', does not exist"), std::string::npos) << r.out;
 }
