@@ -458,6 +458,17 @@ void Trainer::setup_resume_pt(const TrainOptions& cli) {
   }
   saved.weights = p;
   saved.cfg = saved.cfg.empty() ? std::string("yolo.yaml") : saved.cfg;
+  const int64_t done = std::strtoll(ep->second.c_str(), nullptr, 10);
+  // Official smart_resume: fewer epochs than already trained fine-tunes that many more. Deviation:
+  // exactly as many (the run is complete) is refused, as for our own checkpoints (the official
+  // loop runs no epoch and then fails on its unset epoch variable).
+  Y9_CHECK_T(engine::ConfigError, saved.epochs != done + 1, p, ": training of this run is complete (", done + 1,
+             " epochs); nothing to resume. Start a new run with --weights ", p, " to fine-tune.");
+  if (saved.epochs < done + 1) {
+    std::printf("%s has been trained for %lld epochs. Fine-tuning for %lld more epochs.\n", p.c_str(),
+                (long long)done, (long long)saved.epochs);
+    saved.epochs += done;
+  }
   rck_.meta["opt"] = options_to_json(saved).dump();
   rck_.meta["hyp"] = hyp.dump();
   rck_.meta["finished"] = "0";

@@ -137,4 +137,16 @@ TEST(PtResumeE2E, PtFilesThatCannotBeResumedAreRefused) {
   EXPECT_EQ(r.rc, 1) << r.out;
   EXPECT_NE(r.out.find("runs/train/exp/weights/last.pt"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("'data/other.yaml', does not exist"), std::string::npos) << r.out;
+  // ckpt['epoch'] 1: with 2 epochs the run is complete (refused); with 1, official smart_resume
+  // fine-tunes 1 more (epochs += ckpt['epoch']), here up to the missing dataset.
+  const std::string last = (exp / "weights/last.pt").string(), data = " --data " + dir + "/none.yaml";
+  std::ofstream(exp / "opt.yaml") << "data: data/other.yaml\nepochs: 2\nhyp:\n  lr0: 0.01\n";
+  r = e2e::run_cli("train --resume " + last + data);
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("training of this run is complete (2 epochs)"), std::string::npos) << r.out;
+  std::ofstream(exp / "opt.yaml") << "data: data/other.yaml\nepochs: 1\nhyp:\n  lr0: 0.01\n";
+  r = e2e::run_cli("train --resume " + last + data);
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("has been trained for 1 epochs. Fine-tuning for 1 more epochs"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("none.yaml"), std::string::npos) << r.out;
 }
