@@ -765,8 +765,11 @@ bool pt_number(const PtNode* v, double& out) {
   return true;
 }
 
-nlohmann::ordered_json to_json(const PtNode* v, int depth) {
+// `budget`: values left to write. A pickle's memo lets a small file reference one list many times
+// at every level (2^depth values), so the count, not only the depth, is capped.
+nlohmann::ordered_json to_json(const PtNode* v, int depth, int64_t& budget) {
   if (depth > 100) Y9_THROW(engine::IoError, "values nested deeper than 100");
+  if (--budget < 0) Y9_THROW(engine::IoError, "more than 1000000 values");
   if (!v) return nullptr;
   double num = 0;
   switch (v->kind) {
@@ -778,14 +781,14 @@ nlohmann::ordered_json to_json(const PtNode* v, int depth) {
     case Kind::Tuple:
     case Kind::List: {
       nlohmann::ordered_json a = nlohmann::ordered_json::array();
-      for (const PtNode* x : v->items) a.push_back(to_json(x, depth + 1));
+      for (const PtNode* x : v->items) a.push_back(to_json(x, depth + 1, budget));
       return a;
     }
     case Kind::Dict: {
       nlohmann::ordered_json o = nlohmann::ordered_json::object();
       for (const auto& [k, x] : v->dict) {
-        const std::string key = k && k->kind == Kind::Str ? k->s : to_json(k, depth + 1).dump();
-        o[key] = to_json(x, depth + 1);
+        const std::string key = k && k->kind == Kind::Str ? k->s : to_json(k, depth + 1, budget).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+        o[key] = to_json(x, depth + 1, budget);
       }
       return o;
     }
@@ -996,6 +999,9 @@ PtOptimizerState pt_optimizer_state(const TorchPt& pt) {
   return out;
 }
 
-nlohmann::ordered_json pt_to_json(const PtValue& v) { return to_json(v, 0); }
+nlohmann::ordered_json pt_to_json(const PtValue& v) {
+  int64_t budget = 1000000;
+  return to_json(v, 0, budget);
+}
 
 }  // namespace io

@@ -136,7 +136,8 @@ PtOptimizerState pt_optimizer_state(const TorchPt& pt);
 /// that number), str, list and tuple as arrays, dict with str keys as objects in their order
 /// (other keys are written with their JSON text as the key); tensors, other objects and bytes
 /// as null. Used for ckpt['opt'] (vars(opt) of train_dual.py). Errors: engine::IoError (without a
-/// file name) for nesting deeper than 100.
+/// file name) for nesting deeper than 100 or more than 1,000,000 values (memo-shared lists count
+/// each time they appear).
 nlohmann::ordered_json pt_to_json(const PtValue& v);
 
 /// load_torch_pt + torch_pt_checkpoint.

@@ -469,8 +469,9 @@ void Trainer::setup_resume_pt(const TrainOptions& cli) {
                 (long long)done, (long long)saved.epochs);
     saved.epochs += done;
   }
-  rck_.meta["opt"] = options_to_json(saved).dump();
-  rck_.meta["hyp"] = hyp.dump();
+  // (any bytes of the file's strings: invalid UTF-8 is replaced, not an exception)
+  rck_.meta["opt"] = options_to_json(saved).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  rck_.meta["hyp"] = hyp.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   rck_.meta["finished"] = "0";
   rck_.meta["next_batch"] = "0";
   rck_.meta["last_opt_step"] = "-1";
