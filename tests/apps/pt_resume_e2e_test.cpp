@@ -16,6 +16,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "io/checkpoint.h"
 #include "io/torch_pt.h"
@@ -91,6 +92,23 @@ TEST(PtResumeE2E, OneResumedStepMatchesTheOfficialResume) {
   const std::string csv = read(run / "results.csv");
   ASSERT_EQ(csv.rfind(csv_before, 0), 0u) << csv;
   EXPECT_NE(csv.find("\n                   1,", csv_before.size() - 1), std::string::npos) << csv;
+
+  // The epoch-1 row against the official resume's: the same lr of the three groups (warm-up from
+  // the loaded lr/initial_lr), the same train losses to 0.1% (5 significant digits printed).
+  const auto row1 = [](const std::string& text) {
+    std::vector<double> v;
+    std::stringstream ss(text.substr(text.find("\n                   1,") + 1));
+    std::string line, cell;
+    std::getline(ss, line);
+    std::stringstream ls(line);
+    while (std::getline(ls, cell, ',')) v.push_back(std::atof(cell.c_str()));
+    return v;
+  };
+  const auto ro = row1(read(fs::path(fx) / "official/results.csv")), ry = row1(csv);
+  ASSERT_GE(ro.size(), 14u);
+  ASSERT_GE(ry.size(), 14u);
+  for (size_t c = 1; c <= 3; ++c) EXPECT_NEAR(ry[c], ro[c], 1e-3 * std::abs(ro[c])) << "train loss column " << c;
+  for (size_t c = 11; c <= 13; ++c) EXPECT_DOUBLE_EQ(ry[c], ro[c]) << "lr column " << c;
 
   const auto before = io::load_checkpoint((run / "weights/last.pt").string()).model;
   const auto ours = io::load_checkpoint((run / "weights/last.safetensors").string()).model;
