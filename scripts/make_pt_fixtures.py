@@ -19,6 +19,7 @@ Writes, in the output folder (keep it OUTSIDE the repository):
   last.pt                (b) a full last.pt of a real `train_dual.py --epochs 1` run (CPU, 64 px, 4
                              images, fine-tuned from (a)): model + EMA (FP16), optimizer state, opt
   resume-parity/         (d) official `--resume` of a last.pt, with and without its momentum (make_d;
+  resume-parity-adamw/       the same with --optimizer AdamW;
                              tests/apps/pt_resume_e2e_test.cpp). Y9_PT_FIXTURES_ONLY=resume makes
                              only this (from (a) and train-data/ of (b)).
   gelan-s-converted.pt   (c) gelan-s saved as the official reparameterization notebook saves
@@ -254,15 +255,16 @@ def official_train(args, capture=None):
     subprocess.run([sys.executable, "-c", code] + [str(a) for a in args], cwd=ROOT, env=env, check=True)
 
 
-def make_d():
-    """resume-parity/ (tests/apps/pt_resume_e2e_test.cpp): start/ is a train_dual.py run of epoch 0
+def make_d(optimizer="SGD", folder="resume-parity"):
+    """<folder>/ (tests/apps/pt_resume_e2e_test.cpp; resume-parity with SGD, resume-parity-adamw
+    with --optimizer AdamW): start/ is a train_dual.py run of epoch 0
     of 2 (run with --epochs 1, then opt.yaml set to 2 epochs: the schedule factor of epoch 0 is 1
     for any epoch count, so it is that run stopped after epoch 0) without augmentation (hyp.noaug.yaml:
     mosaic, flips, HSV, affine, mixup, copy-paste 0) and one batch of all 4 images (so the shuffle
     order does not matter). official/ is the official `--resume` of its last.pt (epoch 1: one SGD
     step in warm-up), after_fp32.pt the trained weights in FP32; fresh/ the same resume with the
     optimizer state emptied (fresh momentum buffers), after_fp32.pt likewise."""
-    base = OUT / "resume-parity"
+    base = OUT / folder
     shutil.rmtree(base, ignore_errors=True)
     base.mkdir(parents=True)
     hyp = yaml.safe_load(open(Path(ROOT) / "data/hyps/hyp.scratch-high.yaml"))
@@ -273,7 +275,7 @@ def make_d():
     official_train(["--weights", OUT / "yolov9-t-stripped.pt", "--cfg", "models/detect/yolov9-t.yaml", "--data",
                     OUT / "train-data/data.yaml", "--hyp", base / "hyp.noaug.yaml", "--epochs", "1", "--batch-size",
                     "4", "--img", "64", "--device", "cpu", "--workers", "0", "--project", base, "--name", "start",
-                    "--exist-ok", "--noplots"])
+                    "--exist-ok", "--noplots", "--optimizer", optimizer])
     (base / "start/weights/best.pt").unlink(missing_ok=True)
 
     def set_opt(run, **kv):
@@ -369,14 +371,16 @@ def main():
         im = im.astype(np.int16)
         im = np.clip(im + rng.integers(-4, 5, im.shape), 0, 255).astype(np.uint8)
         cv2.imwrite(str(OUT / "images" / name), im)
-    if os.environ.get("Y9_PT_FIXTURES_ONLY") == "resume":  # only resume-parity/ (needs (a) and train-data/)
+    if os.environ.get("Y9_PT_FIXTURES_ONLY") == "resume":  # only resume-parity*/ (needs (a) and train-data/)
         make_d()
+        make_d("AdamW", "resume-parity-adamw")
         return
     if os.environ.get("Y9_PT_FIXTURES_REUSE") != "1" or not (OUT / "last.pt").exists():  # reuse: re-run the outputs only
         make_a()
         make_c()
         make_b()
     make_d()
+    make_d("AdamW", "resume-parity-adamw")
     ckpts = {"yolov9-t-stripped.pt": True, "last.pt": True, "gelan-s-converted.pt": False}
     ref = {"torch": torch.__version__, "images": IMAGES, "img": IMG, "val_conf_thres": VAL_CONF, "checkpoints": {}}
     for name, dual in ckpts.items():
