@@ -5,8 +5,8 @@
 // checkpoint's weights and momentum buffers (resume-parity-adamw: AdamW moments and step count).
 // Our resumed weights must match the official ones far more closely than the official resume with
 // a fresh optimizer state does (SGD: the loaded momentum enters the step as lr*m^2*buf, the
-// predicted difference), and results.csv continues in the run folder. Without fixtures: the refusals of .pt files that cannot be resumed, and bare --resume
-// finding an official run.
+// predicted difference), and results.csv continues in the run folder. Without fixtures: the
+// refusals of .pt files that cannot be resumed, and bare --resume finding an official run.
 #include <gtest/gtest.h>
 
 #include <cmath>
