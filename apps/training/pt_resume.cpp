@@ -1,4 +1,6 @@
-// Resume of an official train_dual.py checkpoint: options and optimizer state.
+// Resume of an official train_dual.py checkpoint: its options (opt.yaml text or ckpt['opt'] as
+// JSON, into TrainOptions) and its torch.optim state (integer ids -> our parameter names, by the
+// official smart_optimizer group order; shapes and buffer kinds checked).
 #include "apps/training/pt_resume.h"
 
 #include <yaml-cpp/yaml.h>
