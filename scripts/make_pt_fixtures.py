@@ -20,8 +20,9 @@ Writes, in the output folder (keep it OUTSIDE the repository):
                              images, fine-tuned from (a)): model + EMA (FP16), optimizer state, opt
   resume-parity/         (d) official `--resume` of a last.pt, with and without its momentum (make_d;
   resume-parity-adamw/       the same with --optimizer AdamW;
-                             tests/apps/pt_resume_e2e_test.cpp). Y9_PT_FIXTURES_ONLY=resume makes
-                             only this (from (a) and train-data/ of (b)).
+                             tests/apps/pt_resume_e2e_test.cpp; not with --tiny).
+                             Y9_PT_FIXTURES_ONLY=resume makes only this (from (a) and train-data/
+                             of (b)).
   gelan-s-converted.pt   (c) gelan-s saved as the official reparameterization notebook saves
                              converted models ({'model': model.half(), 'ema': None, 'epoch': -1, ...})
   images/                3 coco128 images;  val/ a dataset of them whose labels are (a)'s own
@@ -371,7 +372,7 @@ def main():
         im = im.astype(np.int16)
         im = np.clip(im + rng.integers(-4, 5, im.shape), 0, 255).astype(np.uint8)
         cv2.imwrite(str(OUT / "images" / name), im)
-    if os.environ.get("Y9_PT_FIXTURES_ONLY") == "resume":  # only resume-parity*/ (needs (a) and train-data/)
+    if os.environ.get("Y9_PT_FIXTURES_ONLY") == "resume" and not TINY:  # only resume-parity*/ (needs (a), train-data/)
         make_d()
         make_d("AdamW", "resume-parity-adamw")
         return
@@ -379,8 +380,9 @@ def main():
         make_a()
         make_c()
         make_b()
-    make_d()
-    make_d("AdamW", "resume-parity-adamw")
+    if not TINY:  # resume-parity*/ are big (full yolov9-t runs): the fixture folder, not the repository
+        make_d()
+        make_d("AdamW", "resume-parity-adamw")
     ckpts = {"yolov9-t-stripped.pt": True, "last.pt": True, "gelan-s-converted.pt": False}
     ref = {"torch": torch.__version__, "images": IMAGES, "img": IMG, "val_conf_thres": VAL_CONF, "checkpoints": {}}
     for name, dual in ckpts.items():
