@@ -140,6 +140,40 @@ TEST(PtResumeE2E, OneResumedSgdStepMatchesTheOfficialResume) { check_parity("res
 // (an element whose tiny gradient makes m/sqrt(v) sensitive) against 0.17.
 TEST(PtResumeE2E, OneResumedAdamWStepMatchesTheOfficialResume) { check_parity("resume-parity-adamw", 0.02); }
 
+// Without fixtures (CI): the small real last.pt of tests/data/pt/official (a train_dual.py run of
+// a yolov9-t with widths / 8, nc 1, SGD; make_pt_fixtures.py --tiny) resumed for its epoch 1 on a
+// copy of the val set there, with an opt.yaml written beside it (its ckpt['opt'] with 2 epochs and
+// that dataset; opt.yaml wins over ckpt['opt']): a smoke test of the whole path on a real
+// smart_optimizer state (the parity tests above need the fixtures). The epoch trains, results.csv
+// gets its row, and our checkpoint has momentum for as many parameters as the file (all but the
+// DFL convs).
+TEST(PtResumeE2E, ResumesTheOfficialTinyLastPt) {
+  const fs::path src = fs::path(Y9_SOURCE_DIR) / "tests/data/pt/official";
+  if (!fs::exists(src / "last.pt")) GTEST_SKIP() << "no " << (src / "last.pt").string();
+  const fs::path dir = e2e::temp_dir("pt_resume_tiny"), run = dir / "exp";
+  fs::create_directories(run / "weights");
+  fs::copy_file(src / "last.pt", run / "weights/last.pt");
+  fs::copy(src / "val", dir / "val", fs::copy_options::recursive);
+  const io::TorchPt pt = io::load_torch_pt((run / "weights/last.pt").string());
+  nlohmann::ordered_json opt = io::pt_to_json(pt.root->get("opt"));
+  ASSERT_TRUE(opt.is_object());
+  opt["epochs"] = 2;
+  opt["data"] = (dir / "val/data.yaml").string();
+  opt["save_dir"] = run.string();
+  std::ofstream(run / "opt.yaml") << opt.dump();  // JSON is YAML
+  auto r = e2e::run_cli("train --resume " + (run / "weights/last.pt").string());
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("Resuming at epoch 1"), std::string::npos) << r.out;
+  EXPECT_NE(read(run / "results.csv").find("\n                   1,"), std::string::npos) << read(run / "results.csv");
+  const io::PtOptimizerState st = io::pt_optimizer_state(pt);
+  const io::Checkpoint ours = io::load_checkpoint((run / "weights/last.safetensors").string());
+  size_t with_state = 0;
+  for (const auto& [k, t] : ours.optim)
+    if (k.size() > 16 && k.compare(k.size() - 16, 16, ".momentum_buffer") == 0) ++with_state;
+  EXPECT_EQ(with_state, st.state.size());
+  EXPECT_GT(with_state, 100u);
+}
+
 TEST(PtResumeE2E, PtFilesThatCannotBeResumedAreRefused) {
   const std::string dir = e2e::temp_dir("pt_resume_refused");
   // A stripped checkpoint (end of training: optimizer None, epoch -1).
