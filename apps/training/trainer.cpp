@@ -378,6 +378,11 @@ void Trainer::setup_resume() {
       io::write_file_atomic(file.string(), csv->second);
       std::printf("%s: restored from %s\n", file.string().c_str(), resume_path_.c_str());
     }
+    // A kill during the final plots leaves their temporaries: this refusal is the next run.
+    if (main_ && fs::is_directory(save_dir_, e2))
+      for (const fs::path& d : {save_dir_ / "weights", save_dir_})
+        for (const std::string& t : io::remove_stale_temporaries(d.string()))
+          std::printf("removed %s (left by an interrupted save)\n", t.c_str());
     Y9_THROW(engine::ConfigError, resume_path_, ": training of this run is complete (", done + 1,
              " epochs); nothing to resume. Start a new run with --weights ", resume_path_, " to fine-tune.");
   }
