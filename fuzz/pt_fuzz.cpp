@@ -1,6 +1,7 @@
-// Fuzz target: PyTorch .pt checkpoints (io::parse_torch_pt, then the YOLOv9 conversion and the
-// model-YAML emitter on whatever it parsed). Any bytes: never crashes, never reads out of bounds,
-// never leaks (memo cycles included), the only exceptions are engine::IoError naming the file.
+// Fuzz target: PyTorch .pt checkpoints (io::parse_torch_pt, then the YOLOv9 conversion, the
+// model-YAML emitter, the optimizer-state reader and the JSON writer on whatever it parsed). Any
+// bytes: never crashes, never reads out of bounds, never leaks (memo cycles included), the only
+// exceptions are engine::IoError naming the file.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -22,6 +23,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     try {
       (void)io::pt_to_yaml(pt.root);
+    } catch (const engine::IoError&) {
+    }
+    try {  // train --resume: ckpt['optimizer'] and ckpt['opt']
+      const io::PtOptimizerState st = io::pt_optimizer_state(pt);
+      for (const auto& [id, bufs] : st.state)
+        for (const auto& [name, t] : bufs) Y9_FUZZ_CHECK(t.numel() >= 0 && !name.empty());
+    } catch (const engine::IoError& e) {
+      Y9_FUZZ_CHECK(e.message().find("fuzz.pt") != std::string::npos);
+    }
+    try {
+      (void)io::pt_to_json(pt.root).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     } catch (const engine::IoError&) {
     }
   } catch (const engine::IoError& e) {

@@ -43,7 +43,8 @@ void save_checkpoint(const std::string& path, const Checkpoint& ck);
 /// safetensors file (a bare state_dict, a `yolov9 export` file) is read as model weights: every
 /// tensor goes to `model` under its own name ("model.0.conv.weight"). An official PyTorch .pt
 /// (zip magic "PK\x03\x04") is converted by io::load_torch_checkpoint (model, ema, metadata
-/// source=torch-pt, cfg_yaml, nc, names, epoch; no optimizer state).
+/// source=torch-pt, cfg_yaml, nc, names, epoch; the optimizer state is read by
+/// io::pt_optimizer_state, as train --resume does).
 /// Errors: engine::IoError (missing, a directory, truncated, not safetensors, a corrupt or
 /// non-YOLOv9 .pt; see io::load_safetensors and io/torch_pt.h).
 Checkpoint load_checkpoint(const std::string& path);

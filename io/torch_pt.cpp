@@ -724,6 +724,81 @@ std::map<std::string, Tensor> weights_of(const PtNode* m, const std::string& wha
   return out;
 }
 
+std::string fmt_double(double x) {
+  char b[40];
+  std::snprintf(b, sizeof b, "%.17g", x);
+  return b;
+}
+
+// A number: an int, a float, a NumPy float64 scalar (numpy.core.multiarray.scalar(dtype, raw
+// bytes): the warm-up's np.interp lr and momentum of the optimizer groups) or a NumPy float64 array
+// of one value (numpy.core.multiarray._reconstruct with the BUILD state (version, shape, dtype,
+// fortran, raw bytes): best_fitness). Nothing of NumPy runs: the 8 raw bytes are read as a little-endian double.
+bool pt_number(const PtNode* v, double& out) {
+  if (!v) return false;
+  if (v->kind == Kind::Int) return out = static_cast<double>(v->i), true;
+  if (v->kind == Kind::Float) return out = v->f, true;
+  if (v->kind == Kind::Bool) return out = v->b ? 1.0 : 0.0, true;
+  if (v->kind == Kind::Tensor && v->tensor.numel() == 1) {
+    const Tensor t = to_f32(v->tensor);
+    if (t.dtype() == DType::F32) return out = static_cast<const float*>(t.data_ptr())[0], true;
+    if (t.dtype() == DType::I64) return out = static_cast<double>(static_cast<const int64_t*>(t.data_ptr())[0]), true;
+    return false;
+  }
+  if (v->kind != Kind::Object || !v->cls || v->cls->kind != Kind::Global ||
+      v->cls->s.find("numpy") == std::string::npos)
+    return false;
+  const PtNode *dt = nullptr, *raw = nullptr;
+  if (v->items.size() == 2) {  // a NumPy scalar: numpy.core.multiarray.scalar(dtype, bytes)
+    dt = v->items[0];
+    raw = v->items[1];
+  } else if (v->state && v->state->kind == Kind::Tuple && v->state->items.size() == 5) {
+    dt = v->state->items[2];
+    raw = v->state->items[4];
+  }
+  const bool f8 = dt && dt->kind == Kind::Object && !dt->items.empty() && dt->items[0] &&
+                  dt->items[0]->kind == Kind::Str && dt->items[0]->s == "f8";
+  if (!f8 || !raw || raw->kind != Kind::Bytes || raw->s.size() != 8) return false;
+  uint64_t bits = 0;
+  for (int k = 7; k >= 0; --k) bits = bits << 8 | static_cast<unsigned char>(raw->s[static_cast<size_t>(k)]);
+  out = std::bit_cast<double>(bits);
+  return true;
+}
+
+// `budget`: values left to write. A pickle's memo lets a small file reference one list many times
+// at every level (2^depth values), so the count, not only the depth, is capped.
+nlohmann::ordered_json to_json(const PtNode* v, int depth, int64_t& budget) {
+  if (depth > 100) Y9_THROW(engine::IoError, "values nested deeper than 100");
+  if (--budget < 0) Y9_THROW(engine::IoError, "more than 1000000 values");
+  if (!v) return nullptr;
+  double num = 0;
+  switch (v->kind) {
+    case Kind::None: return nullptr;
+    case Kind::Bool: return v->b;
+    case Kind::Int: return v->i;
+    case Kind::Float: return v->f;
+    case Kind::Str: return v->s;
+    case Kind::Tuple:
+    case Kind::List: {
+      nlohmann::ordered_json a = nlohmann::ordered_json::array();
+      for (const PtNode* x : v->items) a.push_back(to_json(x, depth + 1, budget));
+      return a;
+    }
+    case Kind::Dict: {
+      nlohmann::ordered_json o = nlohmann::ordered_json::object();
+      for (const auto& [k, x] : v->dict) {
+        const std::string key = k && k->kind == Kind::Str ? k->s : to_json(k, depth + 1, budget).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+        o[key] = to_json(x, depth + 1, budget);
+      }
+      return o;
+    }
+    case Kind::Object:
+      if (pt_number(v, num)) return num;
+      return nullptr;
+    default: return nullptr;
+  }
+}
+
 }  // namespace
 
 bool is_zip_magic(const char* data, size_t size) { return size >= 4 && std::memcmp(data, "PK\x03\x04", 4) == 0; }
@@ -844,8 +919,9 @@ Checkpoint torch_pt_checkpoint(const TorchPt& pt) {
   }
   auto num = [&](const char* key) {
     PtValue v = root->get(key);
+    double x = 0;
     if (v && v->kind == Kind::Int) ck.meta[key] = std::to_string(v->i);
-    if (v && v->kind == Kind::Float) ck.meta[key] = std::to_string(v->f);
+    else if (v && v->kind != Kind::Bool && pt_number(v, x)) ck.meta[key] = fmt_double(x);
   };
   num("epoch");
   num("best_fitness");
@@ -856,5 +932,76 @@ Checkpoint torch_pt_checkpoint(const TorchPt& pt) {
 }
 
 Checkpoint load_torch_checkpoint(const std::string& path) { return torch_pt_checkpoint(load_torch_pt(path)); }
+
+PtOptimizerState pt_optimizer_state(const TorchPt& pt) {
+  const PtNode* root = pt.root;
+  const PtNode* o = root && root->kind == Kind::Dict ? root->get("optimizer") : nullptr;
+  if (!o || o->kind == Kind::None)
+    Y9_PT_FAIL(pt.name, "no optimizer state (ckpt['optimizer'] is ", o ? "None" : "absent",
+               "): a checkpoint stripped at the end of training cannot be resumed; fine-tune from it with --weights");
+  const PtNode* groups = o->kind == Kind::Dict ? o->get("param_groups") : nullptr;
+  const PtNode* state = o->kind == Kind::Dict ? o->get("state") : nullptr;
+  if (!groups || groups->kind != Kind::List || !state || state->kind != Kind::Dict)
+    Y9_PT_FAIL(pt.name, "ckpt['optimizer'] is not a torch.optim state_dict (no 'param_groups' list and 'state' dict)");
+  PtOptimizerState out;
+  std::map<int64_t, size_t> owner;
+  for (size_t gi = 0; gi < groups->items.size(); ++gi) {
+    const PtNode* g = groups->items[gi];
+    if (!g || g->kind != Kind::Dict) Y9_PT_FAIL(pt.name, "ckpt['optimizer'] param_groups[", gi, "] is not a dict");
+    PtOptimizerState::Group grp;
+    for (const auto& [k, v] : g->dict) {
+      if (!k || k->kind != Kind::Str) continue;
+      double x = 0;
+      if (k->s == "params") {
+        if (!v || v->kind != Kind::List)
+          Y9_PT_FAIL(pt.name, "ckpt['optimizer'] param_groups[", gi, "]['params'] is not a list");
+        for (const PtNode* id : v->items) {
+          if (!id || id->kind != Kind::Int)
+            Y9_PT_FAIL(pt.name, "ckpt['optimizer'] param_groups[", gi, "]['params'] holds a non-integer");
+          if (!owner.emplace(id->i, gi).second)
+            Y9_PT_FAIL(pt.name, "ckpt['optimizer']: parameter id ", id->i, " is in two groups");
+          grp.params.push_back(id->i);
+        }
+      } else if (k->s == "betas" && v && v->kind == Kind::Tuple && v->items.size() == 2) {
+        double b1 = 0, b2 = 0;
+        if (pt_number(v->items[0], b1) && pt_number(v->items[1], b2)) grp.numbers["beta1"] = b1, grp.numbers["beta2"] = b2;
+      } else if (pt_number(v, x)) {
+        grp.numbers[k->s] = x;
+      }
+    }
+    out.groups.push_back(std::move(grp));
+  }
+  for (const auto& [k, v] : state->dict) {
+    if (!k || k->kind != Kind::Int || !v || v->kind != Kind::Dict)
+      Y9_PT_FAIL(pt.name, "ckpt['optimizer']['state'] is not a dict {parameter id: dict}");
+    if (!owner.count(k->i))
+      Y9_PT_FAIL(pt.name, "ckpt['optimizer']['state'] has parameter id ", k->i, ", which no param_group holds");
+    auto& dst = out.state[k->i];
+    for (const auto& [bk, bv] : v->dict) {
+      if (!bk || bk->kind != Kind::Str) continue;
+      double x = 0;
+      if (bk->s == "step") {
+        if (!pt_number(bv, x))
+          Y9_PT_FAIL(pt.name, "ckpt['optimizer']['state'][", k->i, "]['step'] is not a number");
+        Tensor t = Tensor::empty({}, DType::F64, engine::Device::cpu());
+        *static_cast<double*>(t.data_ptr()) = x;
+        dst["step"] = t;
+      } else if (bv && bv->kind == Kind::Tensor) {
+        Tensor t = to_f32(bv->tensor);
+        if (t.dtype() != DType::F32)
+          Y9_PT_FAIL(pt.name, "ckpt['optimizer']['state'][", k->i, "]['", bk->s, "'] is not a floating tensor");
+        dst[bk->s] = t;
+      } else if (bv && bv->kind != Kind::None) {
+        Y9_PT_FAIL(pt.name, "ckpt['optimizer']['state'][", k->i, "]['", bk->s, "'] is not a tensor");
+      }
+    }
+  }
+  return out;
+}
+
+nlohmann::ordered_json pt_to_json(const PtValue& v) {
+  int64_t budget = 1000000;
+  return to_json(v, 0, budget);
+}
 
 }  // namespace io

@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "engine/tensor.h"
 #include "io/checkpoint.h"
 
@@ -97,10 +99,46 @@ std::string pt_to_yaml(const PtValue& v);
 /// - meta: source "torch-pt", cfg_yaml (the model's `yaml` dict as YAML text), cfg (its
 ///   yaml_file), nc, names (JSON list), epoch, best_fitness and updates when they are numbers, date.
 /// A bare state_dict (a dict of tensors, or {'model': <dict of tensors>}) is taken as model weights
-/// without metadata. Optimizer state is not converted (resume of an official last.pt is refused by
-/// the trainer). Errors: engine::IoError naming `pt.name` when the file is not a YOLOv9
-/// checkpoint (no 'model'/'ema' module or state_dict).
+/// without metadata. `best_fitness` may be a number or a pickled NumPy float64 array of one value
+/// (as train_dual.py saves it). The optimizer state is read by pt_optimizer_state, the options by
+/// pt_to_json(root['opt']); meta "pt_optimizer" is "1" when ckpt['optimizer'] is not None.
+/// Errors: engine::IoError naming `pt.name` when the file is not a YOLOv9 checkpoint (no
+/// 'model'/'ema' module or state_dict).
 Checkpoint torch_pt_checkpoint(const TorchPt& pt);
+
+/// A torch.optim.Optimizer.state_dict() as the official train_dual.py saves it in ckpt['optimizer'].
+struct PtOptimizerState {
+  struct Group {
+    /// The integer parameter ids of the group. torch numbers the parameters 0, 1, ... group by
+    /// group, in the order they were added (official smart_optimizer: biases, decayed weights,
+    /// normalisation weights, each in model.modules() order).
+    std::vector<int64_t> params;
+    /// The group's numeric entries: lr, initial_lr, momentum, dampening, weight_decay, eps, and
+    /// 0/1 for the booleans nesterov, amsgrad, maximize; a `betas` tuple as beta1 and beta2.
+    std::map<std::string, double> numbers;
+  };
+  std::vector<Group> groups;
+  /// Parameter id -> its state: momentum_buffer (SGD), exp_avg, exp_avg_sq, max_exp_avg_sq
+  /// (Adam/AdamW), exp_avg (Lion), as contiguous F32 CPU tensors of the parameter's shape; `step`
+  /// (a 0-d tensor or a number in the file) as an F64 0-d tensor. Only parameters that have taken
+  /// a step have an entry (PyTorch keeps no state for parameters without a gradient).
+  std::map<int64_t, std::map<std::string, engine::Tensor>> state;
+};
+
+/// ckpt['optimizer'] of the official checkpoint `pt` (train_dual.py: optimizer.state_dict() of
+/// utils/torch_utils.py smart_optimizer; torch.optim.Optimizer.state_dict, PyTorch 1.13). Errors: engine::IoError naming `pt.name`
+/// when there is none (None: a stripped checkpoint, written at the end of training) or it is not
+/// a state_dict ({'state': {int: {str: tensor|number}}, 'param_groups': [{'params': [int], ...}]}),
+/// or a state entry names a parameter id no group holds.
+PtOptimizerState pt_optimizer_state(const TorchPt& pt);
+
+/// A pickled value as JSON: None null, bool, int, float (a NumPy float64 array of one value as
+/// that number), str, list and tuple as arrays, dict with str keys as objects in their order
+/// (other keys are written with their JSON text as the key); tensors, other objects and bytes
+/// as null. Used for ckpt['opt'] (vars(opt) of train_dual.py). Errors: engine::IoError (without a
+/// file name) for nesting deeper than 100 or more than 1,000,000 values (memo-shared lists count
+/// each time they appear).
+nlohmann::ordered_json pt_to_json(const PtValue& v);
 
 /// load_torch_pt + torch_pt_checkpoint.
 Checkpoint load_torch_checkpoint(const std::string& path);

@@ -18,6 +18,11 @@ Writes, in the output folder (keep it OUTSIDE the repository):
   yolov9-t-stripped.pt   (a) yolov9-t as the official strip_optimizer leaves it: FP16 model, ema None
   last.pt                (b) a full last.pt of a real `train_dual.py --epochs 1` run (CPU, 64 px, 4
                              images, fine-tuned from (a)): model + EMA (FP16), optimizer state, opt
+  resume-parity/         (d) official `--resume` of a last.pt, with and without its momentum (make_d;
+  resume-parity-adamw/       the same with --optimizer AdamW;
+                             tests/apps/pt_resume_e2e_test.cpp; not with --tiny).
+                             Y9_PT_FIXTURES_ONLY=resume makes only this (from (a) and train-data/
+                             of (b)).
   gelan-s-converted.pt   (c) gelan-s saved as the official reparameterization notebook saves
                              converted models ({'model': model.half(), 'ema': None, 'epoch': -1, ...})
   images/                3 coco128 images;  val/ a dataset of them whose labels are (a)'s own
@@ -231,6 +236,66 @@ def make_b():
     shutil.copy(runs / "exp/weights/last.pt", OUT / "last.pt")
 
 
+def official_train(args, capture=None):
+    """train_dual.py main() in a subprocess from the official checkout, with strip_optimizer
+    disabled (last.pt keeps its optimizer and EMA) and an inert TensorBoard. capture: a file that
+    gets the FP32 state_dict of the training model each time a checkpoint is made (the last one:
+    the weights after the final epoch, before the FP16 rounding of the checkpoint)."""
+    code = ("import sys, types; tb = types.ModuleType('torch.utils.tensorboard'); "
+            "tb.SummaryWriter = type('SummaryWriter', (), {'__init__': lambda s, *a, **k: None, "
+            "'__getattr__': lambda s, n: (lambda *a, **k: None)}); sys.modules['torch.utils.tensorboard'] = tb; "
+            "import utils.general as g; g.strip_optimizer = lambda *a, **k: None; g.check_font = lambda *a, **k: None; "
+            "import train_dual; ")
+    if capture:
+        code += ("import torch; _dp = train_dual.de_parallel; "
+                 "_sd = lambda m: {k: (v.detach().float().clone() if v.is_floating_point() else v) "
+                 "for k, v in m.state_dict().items()}; "
+                 f"train_dual.de_parallel = lambda m: (torch.save(_sd(_dp(m)), {str(capture)!r}), _dp(m))[1]; ")
+    code += "opt = train_dual.parse_opt(); train_dual.main(opt)"
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    subprocess.run([sys.executable, "-c", code] + [str(a) for a in args], cwd=ROOT, env=env, check=True)
+
+
+def make_d(optimizer="SGD", folder="resume-parity"):
+    """<folder>/ (tests/apps/pt_resume_e2e_test.cpp; resume-parity with SGD, resume-parity-adamw
+    with --optimizer AdamW): start/ is a train_dual.py run of epoch 0
+    of 2 (run with --epochs 1, then opt.yaml set to 2 epochs: the schedule factor of epoch 0 is 1
+    for any epoch count, so it is that run stopped after epoch 0) without augmentation (hyp.noaug.yaml:
+    mosaic, flips, HSV, affine, mixup, copy-paste 0) and one batch of all 4 images (so the shuffle
+    order does not matter). official/ is the official `--resume` of its last.pt (epoch 1: one SGD
+    step in warm-up), after_fp32.pt the trained weights in FP32; fresh/ the same resume with the
+    optimizer state emptied (fresh momentum buffers), after_fp32.pt likewise."""
+    base = OUT / folder
+    shutil.rmtree(base, ignore_errors=True)
+    base.mkdir(parents=True)
+    hyp = yaml.safe_load(open(Path(ROOT) / "data/hyps/hyp.scratch-high.yaml"))
+    for k in ("hsv_h", "hsv_s", "hsv_v", "degrees", "translate", "scale", "shear", "perspective", "flipud", "fliplr",
+              "mosaic", "mixup", "copy_paste"):
+        hyp[k] = 0.0
+    (base / "hyp.noaug.yaml").write_text(yaml.safe_dump(hyp, sort_keys=False))
+    official_train(["--weights", OUT / "yolov9-t-stripped.pt", "--cfg", "models/detect/yolov9-t.yaml", "--data",
+                    OUT / "train-data/data.yaml", "--hyp", base / "hyp.noaug.yaml", "--epochs", "1", "--batch-size",
+                    "4", "--img", "64", "--device", "cpu", "--workers", "0", "--project", base, "--name", "start",
+                    "--exist-ok", "--noplots", "--optimizer", optimizer])
+    (base / "start/weights/best.pt").unlink(missing_ok=True)
+
+    def set_opt(run, **kv):
+        o = yaml.safe_load(open(run / "opt.yaml"))
+        o.update(kv)
+        (run / "opt.yaml").write_text(yaml.safe_dump(o, sort_keys=False))
+
+    set_opt(base / "start", epochs=2)
+    for name in ("official", "fresh"):
+        run = base / name
+        shutil.copytree(base / "start", run)
+        set_opt(run, save_dir=str(run))
+        if name == "fresh":
+            ck = torch.load(run / "weights/last.pt", map_location="cpu")
+            ck["optimizer"]["state"] = {}
+            torch.save(ck, run / "weights/last.pt")
+        official_train(["--resume", run / "weights/last.pt"], capture=run / "after_fp32.pt")
+
+
 def letterboxed(stride, folder=None):
     files = [str(Path(folder or OUT / "images") / n) for n in IMAGES]
     return [(Path(p).name, im) for p, im, _, _, _ in LoadImages(files, img_size=IMG, stride=stride, auto=True)]
@@ -307,10 +372,17 @@ def main():
         im = im.astype(np.int16)
         im = np.clip(im + rng.integers(-4, 5, im.shape), 0, 255).astype(np.uint8)
         cv2.imwrite(str(OUT / "images" / name), im)
+    if os.environ.get("Y9_PT_FIXTURES_ONLY") == "resume" and not TINY:  # only resume-parity*/ (needs (a), train-data/)
+        make_d()
+        make_d("AdamW", "resume-parity-adamw")
+        return
     if os.environ.get("Y9_PT_FIXTURES_REUSE") != "1" or not (OUT / "last.pt").exists():  # reuse: re-run the outputs only
         make_a()
         make_c()
         make_b()
+    if not TINY:  # resume-parity*/ are big (full yolov9-t runs): the fixture folder, not the repository
+        make_d()
+        make_d("AdamW", "resume-parity-adamw")
     ckpts = {"yolov9-t-stripped.pt": True, "last.pt": True, "gelan-s-converted.pt": False}
     ref = {"torch": torch.__version__, "images": IMAGES, "img": IMG, "val_conf_thres": VAL_CONF, "checkpoints": {}}
     for name, dual in ckpts.items():

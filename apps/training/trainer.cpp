@@ -3,6 +3,7 @@
 // clipping, EMA, validation on the EMA, fitness, early stopping, run directory and checkpoints
 // follow the spec section by section; deviations are marked "Deviation:".
 #include "apps/training/trainer.h"
+#include "apps/training/pt_resume.h"
 
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
@@ -178,7 +179,8 @@ void write_yaml(const fs::path& p, const nlohmann::ordered_json& j) {
 }
 
 /// The run bare `--resume` continues: the newest run folder under `root` (a folder holding
-/// opt.yaml; its age is the newest of opt.yaml, weights/last.safetensors and results.csv).
+/// opt.yaml; its age is the newest of opt.yaml, weights/last.safetensors, weights/last.pt and
+/// results.csv), and its last.safetensors, else the last.pt of an official run.
 /// Deviation: the official get_latest_run takes the newest last*.pt anywhere, so a run killed
 /// before its first checkpoint silently resumes an older run; we refuse and say so.
 std::string latest_run(const std::string& root) {
@@ -191,7 +193,7 @@ std::string latest_run(const std::string& root) {
       if (it->path().filename() != "opt.yaml") continue;
       const fs::path dir = it->path().parent_path();
       fs::file_time_type t = fs::last_write_time(it->path(), ec);
-      for (const fs::path& f : {dir / "weights" / "last.safetensors", dir / "results.csv"}) {
+      for (const fs::path& f : {dir / "weights" / "last.safetensors", dir / "weights" / "last.pt", dir / "results.csv"}) {
         std::error_code e2;
         const auto tf = fs::last_write_time(f, e2);
         if (!e2 && tf > t) t = tf;
@@ -200,7 +202,10 @@ std::string latest_run(const std::string& root) {
     }
   Y9_CHECK_T(engine::IoError, !best.empty(), "--resume: no training run (a folder with opt.yaml) found under '", root,
              "'; pass the checkpoint path: --resume runs/train/exp/weights/last.safetensors");
-  const fs::path last = best / "weights" / "last.safetensors";
+  fs::path last = best / "weights" / "last.safetensors";
+  // An official train_dual.py run (weights/last.pt) until ours has written its own checkpoint.
+  if (!fs::is_regular_file(last, ec) && fs::is_regular_file(best / "weights" / "last.pt", ec))
+    last = best / "weights" / "last.pt";
   Y9_CHECK_T(engine::ConfigError, fs::is_regular_file(last, ec), "--resume: the newest run ", best.string(),
              " has no checkpoint (", last.string(),
              " is missing: it stopped before its first save), so there is nothing to resume. Start it again, or "
@@ -310,12 +315,20 @@ void Trainer::setup_resume() {
                                                     ? std::string("runs")
                                                     : fs::path(o_.project).parent_path().string())
                                    : o_.resume;
-  if (fs::is_directory(resume_path_)) resume_path_ = (fs::path(resume_path_) / "weights" / "last.safetensors").string();
-  rck_ = io::load_checkpoint(resume_path_);
-  Y9_CHECK_T(engine::ConfigError, !rck_.meta.count("source") || rck_.meta.at("source") != "torch-pt", resume_path_,
-             ": --resume of an official PyTorch .pt is not supported (its optimizer state is not converted); "
-             "fine-tune from it with --weights instead");
-  Y9_CHECK_T(engine::ConfigError, rck_.meta.count("opt") && !rck_.optim.empty(), resume_path_,
+  if (fs::is_directory(resume_path_)) {
+    // <run> of ours, or of an official run (weights/last.pt only)
+    const fs::path d(resume_path_);
+    resume_path_ = (d / "weights" / "last.safetensors").string();
+    std::error_code e0;
+    if (!fs::exists(resume_path_, e0) && fs::is_regular_file(d / "weights" / "last.pt", e0))
+      resume_path_ = (d / "weights" / "last.pt").string();
+  }
+  if (io::is_torch_pt_file(resume_path_)) {
+    setup_resume_pt(o_);
+  } else {
+    rck_ = io::load_checkpoint(resume_path_);
+  }
+  Y9_CHECK_T(engine::ConfigError, rck_.meta.count("opt") && (pt_resume_ || !rck_.optim.empty()), resume_path_,
              ": not a resumable training checkpoint (no options or optimizer state)");
   const int64_t done = io::meta_int(rck_, "epoch", resume_path_, -1, kMaxEpochs);
   const bool finished = io::meta_str(rck_, "finished", resume_path_) == "1";
@@ -365,6 +378,11 @@ void Trainer::setup_resume() {
       io::write_file_atomic(file.string(), csv->second);
       std::printf("%s: restored from %s\n", file.string().c_str(), resume_path_.c_str());
     }
+    // A kill during the final plots leaves their temporaries: this refusal is the next run.
+    if (main_ && fs::is_directory(save_dir_, e2))
+      for (const fs::path& d : {save_dir_ / "weights", save_dir_})
+        for (const std::string& t : io::remove_stale_temporaries(d.string()))
+          std::printf("removed %s (left by an interrupted save)\n", t.c_str());
     Y9_THROW(engine::ConfigError, resume_path_, ": training of this run is complete (", done + 1,
              " epochs); nothing to resume. Start a new run with --weights ", resume_path_, " to fine-tune.");
   }
@@ -387,6 +405,90 @@ void Trainer::setup_resume() {
                " to fine-tune.");
   }
   std::printf("Resuming training from %s in run folder %s\n", resume_path_.c_str(), save_dir_.string().c_str());
+}
+
+// Official train_dual.py --resume of a last.pt: opt = opt.yaml of the run folder
+// (<run>/weights/last.pt -> <run>/opt.yaml) when it is a file, else ckpt['opt'] (train_dual.py
+// main); weights, EMA and updates from the file; start epoch ckpt['epoch'] + 1; best_fitness and
+// the optimizer state only with ckpt['optimizer'] (smart_resume). The counters our own checkpoints
+// add are those of a fresh official train(): the epoch starts at batch 0 with zero mean losses,
+// last_opt_step -1, the nominal-batch accumulation, a fresh EarlyStopping.
+void Trainer::setup_resume_pt(const TrainOptions& cli) {
+  const std::string& p = resume_path_;
+  std::printf("Reading the official checkpoint %s\n", p.c_str());
+  const io::TorchPt pt = io::load_torch_pt(p);
+  rck_ = io::torch_pt_checkpoint(pt);
+  Y9_CHECK_T(engine::ConfigError, !rck_.model.empty() || !rck_.ema.empty(), p, ": no model weights");
+  pt_optim_ = io::pt_optimizer_state(pt);  // errors for a stripped file
+  pt_resume_ = true;
+  auto ep = rck_.meta.find("epoch");
+  Y9_CHECK_T(engine::ConfigError, ep != rck_.meta.end(), p, ": ckpt['epoch'] is not an integer");
+  // Official smart_resume asserts start_epoch > 0 ('training to N epochs is finished').
+  Y9_CHECK_T(engine::ConfigError, ep->second != "-1", p, ": training of this run is finished (epoch -1); nothing to "
+             "resume. Start a new run with --weights ", p, " to fine-tune.");
+  const fs::path opt_yaml = fs::absolute(p).parent_path().parent_path() / "opt.yaml";
+  nlohmann::json official;
+  std::string source;
+  std::error_code ec;
+  if (fs::is_regular_file(opt_yaml, ec)) {
+    source = opt_yaml.string();
+    official = yaml_text_to_json(read_text(opt_yaml, "options file"), source);
+  } else {
+    source = p + " (ckpt['opt'])";
+    const io::PtNode* root = pt.root;
+    official = nlohmann::json(io::pt_to_json(root ? root->get("opt") : nullptr));
+    Y9_CHECK_T(engine::ConfigError, official.is_object(), p, ": no training options: neither ", opt_yaml.string(),
+               " nor ckpt['opt'] (got ", official.type_name(), ")");
+  }
+  std::printf("--resume: options from %s\n", source.c_str());
+  nlohmann::json hyp;
+  TrainOptions saved;
+  try {
+    saved = options_from_official(official, hyp, source);
+  } catch (const engine::ConfigError& e) {
+    Y9_THROW(engine::ConfigError, source, ": ", e.message());
+  }
+  Y9_CHECK_T(engine::ConfigError, hyp.is_object(), source, ": no 'hyp' dict among the options");
+  // The dataset YAML as the official run named it, relative to the folder it was started in.
+  // Deviation: an explicit --data replaces it (the official resume keeps the recorded one).
+  const TrainOptions defaults;
+  if (cli.data != defaults.data) {
+    std::printf("--resume: dataset %s (--data; the run recorded %s)\n", cli.data.c_str(), saved.data.c_str());
+    saved.data = cli.data;
+  } else {
+    Y9_CHECK_T(engine::ConfigError, fs::is_regular_file(saved.data, ec), source, ": the dataset YAML of the run, '",
+               saved.data, "', does not exist (from ", fs::current_path(ec).string(),
+               "). A relative path is relative to the folder the official run was started in (its checkout): run "
+               "from there, or name the file: yolov9 train --resume ", p, " --data path/to/data.yaml");
+  }
+  saved.weights = p;
+  saved.cfg = saved.cfg.empty() ? std::string("yolo.yaml") : saved.cfg;
+  const int64_t done = std::strtoll(ep->second.c_str(), nullptr, 10);
+  // Official smart_resume: fewer epochs than already trained fine-tunes that many more. Deviation:
+  // exactly as many (the run is complete) is refused, as for our own checkpoints (the official
+  // loop runs no epoch and then fails on its unset epoch variable).
+  Y9_CHECK_T(engine::ConfigError, saved.epochs != done + 1, p, ": training of this run is complete (", done + 1,
+             " epochs); nothing to resume. Start a new run with --weights ", p, " to fine-tune.");
+  if (saved.epochs < done + 1) {
+    std::printf("%s has been trained for %lld epochs. Fine-tuning for %lld more epochs.\n", p.c_str(),
+                (long long)done, (long long)saved.epochs);
+    saved.epochs += done;
+  }
+  // (any bytes of the file's strings: invalid UTF-8 is replaced, not an exception)
+  rck_.meta["opt"] = options_to_json(saved).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  rck_.meta["hyp"] = hyp.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  rck_.meta["finished"] = "0";
+  rck_.meta["next_batch"] = "0";
+  rck_.meta["last_opt_step"] = "-1";
+  rck_.meta["accumulate"] = std::to_string(official_accumulate(saved.batch_size, saved.nbs));
+  rck_.meta["mloss"] = "[0,0,0]";
+  rck_.meta["es_best_fitness"] = "0";
+  rck_.meta["es_best_epoch"] = "0";
+  rck_.meta["es_possible_stop"] = "0";
+  if (!rck_.meta.count("updates")) rck_.meta["updates"] = "0";
+  if (!rck_.meta.count("best_fitness")) rck_.meta["best_fitness"] = "0";
+  if (rck_.ema.empty()) rck_.ema = rck_.model;  // official: the EMA made from the loaded model
+  if (rck_.model.empty()) rck_.model = rck_.ema;
 }
 
 // Flags that do nothing here, and option checks.
@@ -689,7 +791,9 @@ void Trainer::setup_resume_state() {
     io::load_state_into(ema_->state(), rck_.ema, p + " (ema)");
     ema_->set_updates(io::meta_int(rck_, "updates", p, 0, INT64_MAX / 4));
     try {
-      opt_->load_state_dict(rck_.optim);
+      opt_->load_state_dict(pt_resume_ ? torch_optimizer_state_dict(pt_optim_, *opt_, p) : rck_.optim);
+    } catch (const engine::ConfigError&) {
+      throw;  // names the file and the parameter already
     } catch (const engine::Error& e) {
       Y9_THROW(engine::ConfigError, p, ": the optimizer state does not fit this model and --optimizer ", o_.optimizer,
                ": ", e.message());

@@ -31,6 +31,7 @@
 #include "io/dataset.h"
 #include "io/hyp.h"
 #include "io/loader.h"
+#include "io/torch_pt.h"
 #include "ops/yolo_loss.h"
 
 namespace training {
@@ -132,6 +133,10 @@ class Trainer {
   // --- set-up steps (in the official order) ---
   void setup_distributed();
   void setup_resume();
+  /// setup_resume of an official train_dual.py last.pt: rck_ gets the model, EMA and metadata
+  /// of our own checkpoints (options from the run's opt.yaml, else ckpt['opt']), pt_optim_ the
+  /// torch.optim state (mapped onto our parameters in setup_resume_state).
+  void setup_resume_pt(const TrainOptions& cli);
   void setup_notices();
   void setup_run_dir();
   void setup_csv();
@@ -183,6 +188,8 @@ class Trainer {
   bool resume_;
   std::string resume_path_;
   io::Checkpoint rck_;
+  bool pt_resume_ = false;       ///< resuming an official .pt (optimizer state in pt_optim_)
+  io::PtOptimizerState pt_optim_;
   std::filesystem::path save_dir_, wdir_, csv_;
   io::Hyp hyp_;
   io::DataConfig dcfg_;

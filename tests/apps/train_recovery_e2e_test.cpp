@@ -196,6 +196,20 @@ TEST_F(TrainRecoveryE2E, ResumeFromBestOfAFinishedRunIsRefusedAndChangesNothing)
   EXPECT_TRUE(read_file(last) == last_before) << "last.safetensors changed";
 }
 
+// A kill during the final plots (after the last checkpoint) leaves a plot's temporary: the
+// refused --resume of the complete run is the next run, and removes it (Y9_KILL_SEED=258034923 of
+// the kill test once hit this window).
+TEST_F(TrainRecoveryE2E, RefusedResumeOfACompleteRunRemovesStaleTemporaries) {
+  const fs::path run_dir = g_root / "ref" / "straight";
+  const fs::path stale = run_dir / "results.png.tmp.999999999";
+  std::ofstream(stale) << "half a plot";
+  const RunResult r = run("train --resume " + (run_dir / "weights" / "last.safetensors").string());
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("is complete"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(stale)) << r.out;
+  EXPECT_EQ(read_file(run_dir / "results.csv"), ref_csv_);
+}
+
 // Item 2: --resume PATH continues in the run folder recorded in the checkpoint, wherever the
 // checkpoint file has been copied to.
 TEST_F(TrainRecoveryE2E, ResumeFromACopiedCheckpointContinuesInTheRecordedRunFolder) {

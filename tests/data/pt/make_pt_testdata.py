@@ -104,3 +104,32 @@ if official:
     save({'epoch': 0, 'best_fitness': np.array([0.25]), 'model': deepcopy(model).half(),
           'ema': deepcopy(model).half(), 'updates': 1, 'optimizer': opt.state_dict(), 'opt': vars(ns),
           'ns': ns, 'git': {}, 'date': '2024-06-01T00:00:00'}, 'tiny_yolo.pt')
+
+    # 5. tiny_resume.pt (tests/training/pt_resume_test.cpp): the last.pt of a run to resume, with an
+    # SGD state_dict of the official smart_optimizer whose every momentum buffer is its parameter's
+    # value + 0.5 (the test finds which parameter each buffer landed on), distinct lr / initial_lr /
+    # momentum per group (group 0 as NumPy float64, as the warm-up's np.interp leaves them), the
+    # options dict of train_dual.py, best_fitness a NumPy array. No EMA (smart_resume skips it).
+    from utils.torch_utils import smart_optimizer
+    torch.manual_seed(1)
+    model = yolo.Model(cfg, ch=3, nc=2)
+    model.nc, model.names = 2, ['a', 'b']
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(p.half().float())  # the FP16 checkpoint keeps them exactly
+    opt = smart_optimizer(model, 'SGD', 0.01, 0.937, 0.0005)
+    for g, (lr, ilr, mom) in enumerate([(np.float64(0.011), 0.021, np.float64(0.81)), (0.012, 0.022, 0.82),
+                                        (0.013, 0.023, 0.83)]):
+        grp = opt.param_groups[g]
+        grp['lr'], grp['initial_lr'], grp['momentum'] = lr, ilr, mom
+        for p in grp['params']:
+            if p.requires_grad:  # the DFL conv weight never gets a gradient, so it has no state
+                opt.state[p]['momentum_buffer'] = p.detach().clone() + 0.5
+    hyp = {'lr0': 0.01, 'lrf': 0.01, 'momentum': 0.937, 'weight_decay': 0.0005, 'warmup_epochs': 3.0,
+           'warmup_momentum': 0.8, 'warmup_bias_lr': 0.1, 'anchor_t': 5.0}
+    run_opt = {'weights': '', 'cfg': 'tiny.yaml', 'data': 'data/tiny.yaml', 'hyp': hyp, 'epochs': 3,
+               'batch_size': 2, 'imgsz': 32, 'resume': False, 'evolve': None, 'cache': None, 'optimizer': 'SGD',
+               'upload_dataset': False, 'freeze': [0], 'save_dir': 'runs/train/exp'}
+    save({'epoch': 1, 'best_fitness': np.array([0.125]), 'model': deepcopy(model).half(), 'ema': None,
+          'updates': None, 'optimizer': opt.state_dict(), 'opt': run_opt, 'git': None,
+          'date': '2024-06-02T00:00:00'}, 'tiny_resume.pt')
