@@ -17,6 +17,9 @@ namespace training::dist {
 /// True when this build has the NCCL communicator (Y9_WITH_NCCL).
 bool nccl_compiled();
 
+/// Declared in every build so that code can hold a pointer to one (null without NCCL).
+class NcclCommunicator;
+
 #if defined(Y9_WITH_NCCL)
 
 class NcclCommunicator final : public Communicator {
