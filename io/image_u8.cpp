@@ -107,10 +107,14 @@ ImageU8 decode_jpeg(const std::string& path, const std::vector<uint8_t>& buf) {
   err.mgr.error_exit = jpeg_err_exit;
   err.mgr.emit_message = jpeg_err_silent;
   ImageU8 im;
-  int orientation = 1;
+  volatile int orientation = 1;
+  volatile bool scanned = false;  // every scanline read: an error after that is in jpeg_finish_decompress
   std::vector<uint8_t> line;
   if (setjmp(err.jump)) {
     jpeg_destroy_decompress(&cinfo);
+    // as OpenCV 4.6 (JpegDecoder::readData sets its result before jpeg_finish_decompress): an error
+    // there (a stray marker after a corrupt scan, "Unsupported marker type") keeps the decoded image
+    if (scanned) return orient(im, orientation);
     Y9_THROW(engine::IoError, "cannot decode JPEG ", path, ": ", err.msg);
   }
   jpeg_create_decompress(&cinfo);
@@ -147,6 +151,7 @@ ImageU8 decode_jpeg(const std::string& path, const std::vector<uint8_t>& buf) {
       }
     }
   }
+  scanned = true;
   jpeg_finish_decompress(&cinfo);
   jpeg_destroy_decompress(&cinfo);
   return orient(im, orientation);

@@ -157,6 +157,39 @@ TEST(ImageU8, ExifOrientationAsImread) {
   fs::remove_all(dir);
 }
 
+// A stray marker inside the entropy-coded data: libjpeg warns, fills the rest of the scan and only
+// fails in jpeg_finish_decompress ("Unsupported marker type"). cv::imread keeps the image decoded
+// so far (OpenCV sets its result before jpeg_finish_decompress); read_image_u8 must too, with the
+// same pixels (it refused the file, so detect without OpenCV skipped images the OpenCV build reads).
+TEST(ImageU8, StrayMarkerInScanAsImread) {
+  const auto files = coco_images();
+  if (files.empty()) GTEST_SKIP() << "coco128 missing";
+  std::ifstream in(files[0], std::ios::binary);
+  std::vector<uint8_t> b((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t sos = 2;
+  while (sos + 4 < b.size() && !(b[sos] == 0xFF && b[sos + 1] == 0xDA)) sos += 2 + (b[sos + 2] << 8 | b[sos + 3]);
+  ASSERT_LT(sos + 4, b.size()) << "no SOS in " << files[0];
+  size_t pos = sos + 2 + (b[sos + 2] << 8 | b[sos + 3]) + (b.size() - sos) / 2;
+  while (b[pos - 1] == 0xFF || b[pos] == 0xFF || b[pos + 1] == 0xFF) ++pos;
+  b[pos] = 0xFF;
+  b[pos + 1] = 0x55;
+  const fs::path f = fs::temp_directory_path() / ("y9_image_u8_marker_" + std::to_string(::getpid()) + ".jpg");
+  std::ofstream(f, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+  const cv::Mat ref = cv::imread(f.string(), cv::IMREAD_COLOR);
+  ASSERT_FALSE(ref.empty()) << "cv::imread refuses the file; the premise of the test does not hold";
+  io::ImageU8 ours;
+  try {
+    ours = io::read_image_u8(f.string());
+  } catch (const engine::Error& e) {
+    fs::remove(f);
+    FAIL() << e.what();
+  }
+  fs::remove(f);
+  Diff d;
+  accumulate(d, ours, ref);
+  EXPECT_EQ(d.max, 0);
+}
+
 TEST(ImageU8, WriteReadBackAndDraw) {
   const fs::path dir = fs::temp_directory_path() / ("y9_image_u8_w" + std::to_string(::getpid()));
   fs::create_directories(dir);
