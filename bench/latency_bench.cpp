@@ -26,6 +26,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -163,6 +164,19 @@ BENCHMARK(BM_InferenceLatency)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->U
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  // The model folder must be writable before any benchmark runs: an exception thrown from inside
+  // one ended the program with only "terminate called after throwing ..." (no folder, no variable).
+  try {
+    fs::create_directories(dir());
+    const fs::path probe = fs::path(dir()) / ".y9_write_probe";
+    std::FILE* f = std::fopen(probe.c_str(), "wb");
+    if (!f || std::fclose(f) != 0) throw std::runtime_error("cannot create a file in it");
+    fs::remove(probe);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "latency_bench: the model folder %s (Y9_LATENCY_DIR) is not a writable folder: %s\n",
+                 dir().c_str(), e.what());
+    return 1;
+  }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   // The table for the notes: mean ms per image, and each baseline's time over ours.

@@ -34,7 +34,12 @@ cv::Mat read_image_bgr(const std::string& path) {
   std::vector<unsigned char> buf;
   Y9_CHECK_T(engine::IoError, read_bytes(path, buf), "cannot read image file: ", path);
   Y9_CHECK_T(engine::IoError, !buf.empty(), "image file is empty (0 bytes): ", path);
-  cv::Mat img = cv::imdecode(buf, cv::IMREAD_COLOR);
+  cv::Mat img;
+  try {  // OpenCV throws (not returns empty) for a header over CV_IO_MAX_IMAGE_PIXELS (2^30)
+    img = cv::imdecode(buf, cv::IMREAD_COLOR);
+  } catch (const cv::Exception& e) {
+    Y9_THROW(engine::IoError, "cannot decode image: ", path, ": ", e.err);
+  }
   Y9_CHECK_T(engine::IoError, !img.empty(), "cannot decode image: ", path);
   return img;
 }

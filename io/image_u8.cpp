@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <utility>
 
 #include "engine/error.h"
 
@@ -60,7 +61,8 @@ int exif_orientation(const uint8_t* p, size_t n) {
 
 // OpenCV's ExifTransform: 2 flip x, 3 flip both, 4 flip y, 5 transpose, 6 transpose + flip x,
 // 7 transpose + flip both, 8 transpose + flip y.
-ImageU8 orient(const ImageU8& s, int o) {
+// Takes the image by value so that orientation 1 (and the caller's std::move) costs no copy.
+ImageU8 orient(ImageU8 s, int o) {
   if (o <= 1) return s;
   const int H = s.height, W = s.width;
   const bool tr = o >= 5;
@@ -107,10 +109,15 @@ ImageU8 decode_jpeg(const std::string& path, const std::vector<uint8_t>& buf) {
   err.mgr.error_exit = jpeg_err_exit;
   err.mgr.emit_message = jpeg_err_silent;
   ImageU8 im;
-  int orientation = 1;
+  volatile int orientation = 1;
+  volatile bool scanned = false;  // every scanline read: an error after that is in jpeg_finish_decompress
+  ImageU8* volatile decoded = &im;  // read through after longjmp: im's fields changed after setjmp
   std::vector<uint8_t> line;
   if (setjmp(err.jump)) {
     jpeg_destroy_decompress(&cinfo);
+    // as OpenCV 4.6 (JpegDecoder::readData sets its result before jpeg_finish_decompress): an error
+    // there (a stray marker after a corrupt scan, "Unsupported marker type") keeps the decoded image
+    if (scanned) return orient(std::move(*decoded), orientation);
     Y9_THROW(engine::IoError, "cannot decode JPEG ", path, ": ", err.msg);
   }
   jpeg_create_decompress(&cinfo);
@@ -147,9 +154,10 @@ ImageU8 decode_jpeg(const std::string& path, const std::vector<uint8_t>& buf) {
       }
     }
   }
+  scanned = true;
   jpeg_finish_decompress(&cinfo);
   jpeg_destroy_decompress(&cinfo);
-  return orient(im, orientation);
+  return orient(std::move(im), orientation);
 }
 
 // ---- PNG ---------------------------------------------------------------------------------------

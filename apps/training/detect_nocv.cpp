@@ -3,6 +3,7 @@
 // mapping, log lines and txt labels; JPEG and PNG images only (a video or another image format is
 // an error naming the file), boxes drawn without label text.
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -120,8 +121,17 @@ class DetectRun {
       return;
     }
     if (save_img_) {
-      // JPEG and PNG sources only reach here; each is written in its own format under its name
+      // JPEG and PNG sources only reach here; each is written in its own format under its name.
+      // A JPEG or PNG under another image name (x.bmp, x.webp ...) cannot be written under that
+      // name here: report it for this image and go on (its labels are written), do not end the run.
       const std::string out = (dir_ / p.filename()).string();
+      std::string e = p.extension().string();
+      for (char& ch : e) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      if (e != ".jpg" && e != ".jpeg" && e != ".png") {
+        fail(tag + ": annotated image not saved: this build writes only .jpg/.jpeg and .png images (other formats "
+                   "need the OpenCV build)");
+        return;
+      }
       io::write_image_u8(out, im0, 95);
       sum_.outputs.push_back(out);
     }

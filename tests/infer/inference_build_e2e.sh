@@ -87,6 +87,32 @@ if [ -f "$pt" ]; then
   diff -r "$work/full/pt/labels" "$work/inf/pt/labels" >/dev/null || fail "tiny_yolo.pt: labels differ"
   echo "tiny_yolo.pt --img 320: $(cat "$work/full/pt/labels/"*.txt | wc -l) boxes, labels identical"
 fi
+# One bad input must not end the run (either build): a JPEG under another image name (the build
+# without OpenCV cannot write its annotated copy under that name) and a header over the 2^30-pixel
+# limit (cv::imdecode throws) are reported naming the file, and the image after them is processed.
+mkdir -p "$work/bad"
+cp "${imgs[0]}" "$work/bad/a_jpeg.bmp"
+python3 - "${imgs[0]}" "$work/bad/b_huge.jpg" <<'PY'
+import sys, struct
+d = bytearray(open(sys.argv[1], 'rb').read())
+i = 2
+while d[i + 1] not in (0xC0, 0xC1, 0xC2):
+    i += 2 + struct.unpack('>H', d[i + 2:i + 4])[0]
+d[i + 5:i + 9] = struct.pack('>HH', 60000, 60000)
+open(sys.argv[2], 'wb').write(d)
+PY
+cp "${imgs[1]}" "$work/bad/c_good.jpg"  # a copy: detect reports a symlink under its target
+for b in full:"$FB" inf:"$IB"; do
+  name=${b%%:*}
+  exe=${b#*:}/yolov9
+  [ "$name" = inf ] && exe="$RUN $exe"
+  $exe detect --weights "$work/fused.safetensors" --source "$work/bad" --img 320 --conf-thres 0.001 --save-txt \
+    --exist-ok --project "$work/bad_$name" --name r >"$work/bad_$name.log" 2>&1 || true
+  grep -q '^yolov9: error' "$work/bad_$name.log" && fail "$name build: one bad input ended the run: $(grep '^yolov9: error' "$work/bad_$name.log")"
+  grep -q "ERROR image 2/3 .*b_huge.jpg" "$work/bad_$name.log" || fail "$name build: no error naming b_huge.jpg: $(cat "$work/bad_$name.log")"
+  grep -q "^image 3/3 .*c_good.jpg: " "$work/bad_$name.log" || fail "$name build: the image after the bad ones was not processed"
+done
+echo "bad inputs: reported per file, the run goes on (both builds)"
 # The API example at the detect defaults except conf: its boxes in pixels against detect's labels.
 $RUN "$IB/yolov9_infer_example" "$work/fused.safetensors" "${imgs[@]}" --conf 0.001 >"$work/api.txt" ||
   fail "example failed"

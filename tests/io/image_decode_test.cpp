@@ -6,6 +6,8 @@
 #include <opencv2/imgproc.hpp>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
 
 #include "engine/error.h"
@@ -64,4 +66,42 @@ TEST(JpegRegionDecode, RefusesWhatItCannotMatch) {
   EXPECT_THROW(io::read_jpeg_region_bgr(color, 64, 48, cv::Rect(0, 0, 11, 10), dst), engine::ShapeError);
   std::filesystem::remove(path);
   std::filesystem::remove(color);
+}
+
+// A header declaring more than OpenCV's 2^30-pixel limit makes cv::imdecode throw cv::Exception;
+// read_image_bgr must turn that into an IoError naming the file (detect then skips the image and
+// goes on; a cv::Exception escaped as "unexpected failure" and ended the whole run).
+TEST(ReadImageBgr, OversizeHeaderIsAnIoErrorNamingTheFile) {
+  const std::string path = write_jpeg("y9_oversize.jpg", 64, 48, 90, false);
+  std::string b;
+  {
+    std::ifstream f(path, std::ios::binary);
+    b.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  }
+  bool patched = false;
+  for (size_t i = 2; i + 9 < b.size();) {  // the SOF marker's height and width -> 60000 x 60000
+    const auto m = static_cast<unsigned char>(b[i + 1]);
+    const size_t len = static_cast<unsigned char>(b[i + 2]) << 8 | static_cast<unsigned char>(b[i + 3]);
+    if (m == 0xC0 || m == 0xC1 || m == 0xC2) {
+      b[i + 5] = b[i + 7] = static_cast<char>(0xEA);
+      b[i + 6] = b[i + 8] = static_cast<char>(0x60);
+      patched = true;
+      break;
+    }
+    i += 2 + len;
+  }
+  ASSERT_TRUE(patched);
+  {
+    std::ofstream f(path, std::ios::binary);
+    f.write(b.data(), static_cast<std::streamsize>(b.size()));
+  }
+  try {
+    io::read_image_bgr(path);
+    FAIL() << "no error for a 60000x60000 header";
+  } catch (const engine::IoError& e) {
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  } catch (const std::exception& e) {
+    FAIL() << "not an IoError: " << e.what();
+  }
+  std::filesystem::remove(path);
 }

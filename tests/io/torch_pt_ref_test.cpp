@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 #include <opencv2/imgcodecs.hpp>
@@ -42,9 +43,22 @@ std::string fixtures() {
   return e && *e ? std::string(e) : std::string(Y9_SOURCE_DIR) + "/tests/data/pt/official";
 }
 
+// reference.json of the fixture folder; a missing, unparsable or incomplete file is an error naming
+// it (was: a bare nlohmann parse_error, and a missing key read through const operator[], which is
+// undefined behaviour).
 nlohmann::json reference() {
-  std::ifstream f(fixtures() + "/reference.json");
-  return nlohmann::json::parse(f);
+  const std::string path = fixtures() + "/reference.json";
+  std::ifstream f(path);
+  if (!f) throw std::runtime_error(path + ": cannot be read (make it with scripts/make_pt_fixtures.py)");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(f);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(path + ": not valid JSON (" + e.what() + "); remake it with scripts/make_pt_fixtures.py");
+  }
+  if (!j.is_object() || !j.contains("checkpoints") || !j["checkpoints"].is_object())
+    throw std::runtime_error(path + ": no \"checkpoints\" object; remake it with scripts/make_pt_fixtures.py");
+  return j;
 }
 
 #define Y9_PT_FIXTURES_PRESENT() \
@@ -72,7 +86,7 @@ class TorchPtRef : public ::testing::TestWithParam<std::string> {};
 TEST_P(TorchPtRef, DetectMatchesOfficial) {
   Y9_PT_FIXTURES_PRESENT();
   const nlohmann::json all = reference();
-  const nlohmann::json ref = all["checkpoints"][GetParam()];
+  const nlohmann::json ref = all.at("checkpoints").at(GetParam());
   const int img = all.value("img", 640);
   const std::string images = fixtures() + "/" + all.value("images_dir", std::string("images")) + "/";
   training::LoadedModel lm = training::load_model(fixtures() + "/" + GetParam());
@@ -131,7 +145,7 @@ TEST_P(TorchPtRef, DetectMatchesOfficial) {
 TEST_P(TorchPtRef, ValMatchesOfficial) {
   Y9_PT_FIXTURES_PRESENT();
   const nlohmann::json all = reference();
-  const nlohmann::json ref = all["checkpoints"][GetParam()]["val"];
+  const nlohmann::json ref = all.at("checkpoints").at(GetParam()).at("val");
   // A copy: the dataset scan writes labels.cache beside the labels, as the official one does, and
   // the fixture folder may be the source tree.
   const fs::path val = fs::path(::testing::TempDir()) / ("torch_pt_ref_val_" + std::to_string(::getpid()));
@@ -159,6 +173,35 @@ TEST_P(TorchPtRef, ValMatchesOfficial) {
   EXPECT_NEAR(r.metrics.map, ref["map"].get<double>(), 1e-4);
   EXPECT_NEAR(r.metrics.mp, ref["mp"].get<double>(), 1e-4);
   EXPECT_NEAR(r.metrics.mr, ref["mr"].get<double>(), 1e-4);
+}
+
+// A broken reference.json fails with a message naming the file and what is wrong with it.
+TEST(TorchPtRefFixtures, BrokenReferenceJsonNamesTheFile) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("torch_pt_ref_broken_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string old = std::getenv("Y9_PT_FIXTURES") ? std::getenv("Y9_PT_FIXTURES") : "";
+  ::setenv("Y9_PT_FIXTURES", dir.c_str(), 1);
+  auto message = []() -> std::string {
+    try {
+      reference();
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  const std::string file = (dir / "reference.json").string();
+  const std::string missing = message();
+  std::ofstream(file) << "{\"img\": 160, \"checkp";
+  const std::string corrupt = message();
+  std::ofstream(file) << "{}";
+  const std::string empty = message();
+  if (old.empty()) ::unsetenv("Y9_PT_FIXTURES");
+  else ::setenv("Y9_PT_FIXTURES", old.c_str(), 1);
+  fs::remove_all(dir);
+  EXPECT_NE(missing.find(file), std::string::npos) << missing;
+  EXPECT_NE(corrupt.find(file), std::string::npos) << corrupt;
+  EXPECT_NE(empty.find(file), std::string::npos) << empty;
+  EXPECT_NE(empty.find("checkpoints"), std::string::npos) << empty;
 }
 
 INSTANTIATE_TEST_SUITE_P(Checkpoints, TorchPtRef,
