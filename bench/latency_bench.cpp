@@ -50,8 +50,20 @@ std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
   return v && *v ? v : fallback;
 }
-int threads() { return std::stoi(env_or("Y9_LATENCY_THREADS", "2")); }
-int iters() { return std::stoi(env_or("Y9_LATENCY_ITERS", "10")); }
+// A positive integer from the environment; a bad value ends the program naming the variable (this
+// runs at benchmark registration, before main).
+int positive_env(const char* name, const char* fallback) {
+  const std::string s = env_or(name, fallback);
+  char* end = nullptr;
+  const long v = std::strtol(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || v < 1 || v > 100000) {
+    std::fprintf(stderr, "latency_bench: %s must be an integer in 1..100000, got '%s'\n", name, s.c_str());
+    std::exit(1);
+  }
+  return static_cast<int>(v);
+}
+int threads() { return positive_env("Y9_LATENCY_THREADS", "2"); }
+int iters() { return positive_env("Y9_LATENCY_ITERS", "10"); }
 std::string dir() { return env_or("Y9_LATENCY_DIR", std::string(Y9_BENCH_BINARY_DIR) + "/latency"); }
 
 // Runs `cmd`; returns the JSON object on its last stdout line, nullopt on failure.
@@ -106,6 +118,9 @@ const ModelFiles& files(int64_t m) {
   return cache[m] = f;
 }
 
+// Why a baseline of model m is missing: (m, framework) -> reason (printed under the table).
+std::map<std::pair<int64_t, std::string>, std::string> g_skipped;
+
 // The baselines of model m, measured once per process: framework -> mean ms (absent: skipped).
 const std::map<std::string, double>& baselines(int64_t m) {
   static std::map<int64_t, std::map<std::string, double>> cache;
@@ -117,13 +132,23 @@ const std::map<std::string, double>& baselines(int64_t m) {
   const std::string py = env_or("YOLOV9_PYTHON", "/usr/bin/python3");
   std::map<std::string, double> r;
   auto add = [&](const std::string& key, const std::string& cmd) {
-    if (auto j = run_json(cmd)) r[key] = j->value("mean_ms", 0.0);
+    if (auto j = run_json(cmd))
+      r[key] = j->value("mean_ms", 0.0);
+    else
+      g_skipped[{m, key}] = "this command failed (run it to see why): " + cmd;
   };
   if (fs::exists(f.onnx)) {
     add("ort", env_or("Y9_ORT_PYTHON", "python3") + " " + script + " ort '" + f.onnx + "'" + args);
     add("cvdnn", py + " " + script + " cvdnn '" + f.onnx + "'" + args);
+  } else {
+    g_skipped[{m, "ort"}] = g_skipped[{m, "cvdnn"}] = "no ONNX file (`yolov9 export --format onnx` of " + f.weights + " failed)";
   }
-  if (f.official) add("torch", "YOLOV9_OFFICIAL='" + env_or("YOLOV9_OFFICIAL", "") + "' " + py + " " + script + " torch '" + f.weights + "'" + args);
+  if (!f.official)
+    g_skipped[{m, "torch"}] = "no official checkpoint (set YOLOV9_OFFICIAL to make it with the official code)";
+  else if (env_or("YOLOV9_OFFICIAL", "").empty())
+    g_skipped[{m, "torch"}] = "YOLOV9_OFFICIAL is not set (the official model code is needed to load the .pt)";
+  else
+    add("torch", "YOLOV9_OFFICIAL='" + env_or("YOLOV9_OFFICIAL", "") + "' " + py + " " + script + " torch '" + f.weights + "'" + args);
   return cache[m] = r;
 }
 
@@ -192,9 +217,12 @@ int main(int argc, char** argv) {
       std::snprintf(s, sizeof s, "%.1f (%.2fx)", it->second, it->second / ours);
       return std::string(s);
     };
-    std::printf("| %s | %.1f | %s | %s | %s |\n", kModels[m], ours, cell("ort").c_str(), cell("cvdnn").c_str(),
+    const std::string row = std::string(kModels[m]) + (files(m).official ? "" : " (random gelan-s)");
+    std::printf("| %s | %.1f | %s | %s | %s |\n", row.c_str(), ours, cell("ort").c_str(), cell("cvdnn").c_str(),
                 cell("torch").c_str());
   }
   std::printf("(x: the baseline's time over ours; > 1 means ours is faster)\n");
+  for (const auto& [key, why] : g_skipped)
+    std::printf("skipped: %s, %s: %s\n", kModels[key.first], key.second.c_str(), why.c_str());
   return 0;
 }

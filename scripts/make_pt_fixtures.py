@@ -10,11 +10,11 @@ read by the same test when Y9_PT_FIXTURES is unset): the same three kinds of che
 official code, but of YAMLs derived from yolov9-t and gelan-s with every channel count divided by
 8 and nc 1 (the official parser's width_multiple cannot shrink them: it scales neither CBLinear
 nor the inner RepNCSPELAN4 widths), the images downscaled to 160 x 120 and detect/val at 160 px;
-only what the test reads is kept (about 2 MB):
+only what the test reads is kept (4.8 MB):
 
     YOLOV9_OFFICIAL=/path/to/WongKinYiu/yolov9 /usr/bin/python3 scripts/make_pt_fixtures.py tests/data/pt/official --tiny
 
-Writes, in the output folder (keep it OUTSIDE the repository):
+Writes, in the output folder (the full-size set: keep it OUTSIDE the repository):
   yolov9-t-stripped.pt   (a) yolov9-t as the official strip_optimizer leaves it: FP16 model, ema None
   last.pt                (b) a full last.pt of a real `train_dual.py --epochs 1` run (CPU, 64 px, 4
                              images, fine-tuned from (a)): model + EMA (FP16), optimizer state, opt
