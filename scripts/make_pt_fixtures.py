@@ -8,9 +8,11 @@ parity test (tests/io/torch_pt_ref_test.cpp, env Y9_PT_FIXTURES). Runs the offic
 With --tiny it writes the small set that the repository keeps and CI tests (tests/data/pt/official,
 read by the same test when Y9_PT_FIXTURES is unset): the same three kinds of checkpoint from the
 official code, but of YAMLs derived from yolov9-t and gelan-s with every channel count divided by
-8 and nc 1 (the official parser's width_multiple cannot shrink them: it scales neither CBLinear
-nor the inner RepNCSPELAN4 widths), the images downscaled to 160 x 120 and detect/val at 160 px;
-only what the test reads is kept (4.8 MB):
+16, one RepNBottleneck per RepNCSP and nc 1 (the official parser's width_multiple cannot shrink
+them: it scales neither CBLinear nor the inner RepNCSPELAN4 widths), on coco128 images
+downscaled to 1/4 (160 x 120) with a hashed noise, detect/val at 160 px. Only what the test reads
+is kept (3.1 MB; every file under 2 MiB), and no image: the test remakes them from ../shared's
+coco128 (reference.json "tiny_images"; cv::resize INTER_AREA and the same noise):
 
     YOLOV9_OFFICIAL=/path/to/WongKinYiu/yolov9 /usr/bin/python3 scripts/make_pt_fixtures.py tests/data/pt/official --tiny
 
@@ -87,6 +89,21 @@ SOURCE_IMAGES = ["000000000009.jpg", "000000000064.jpg", "000000000089.jpg"]  # 
 # uniform regions (letterbox gray, sky, over-exposure) into exactly tied scores at several
 # positions, and the order of tied boxes (an unstable sort) then decides NMS.
 IMAGES = [Path(n).stem + ".png" for n in SOURCE_IMAGES]
+if TINY:  # the repository keeps no image: the test remakes these from ../shared's coco128
+    IMAGES = [f"img{i}.png" for i in range(len(SOURCE_IMAGES))]
+    TINY_DIV = 16  # every channel count of the official YAMLs divided by this (min 4)
+
+
+def tiny_noise(shape):
+    """The --tiny images' noise in [-4, 4]: a hash of (row, column, channel) that
+    tests/io/torch_pt_ref_test.cpp computes the same way (uint32 arithmetic)."""
+    y, x, c = np.indices(shape, dtype=np.uint64)
+    m = np.uint64(0xFFFFFFFF)
+    v = (y * np.uint64(2654435761) + x * np.uint64(40503) + c * np.uint64(97) + np.uint64(12345)) & m
+    v ^= v >> np.uint64(13)
+    v = (v * np.uint64(1274126177)) & m
+    v ^= v >> np.uint64(16)
+    return (v % np.uint64(9)).astype(np.int16) - 4
 NAMES = yaml.safe_load(open(COCO / "coco128.yaml"))["names"]
 NAMES = [NAMES[i] for i in range(len(NAMES))] if isinstance(NAMES, dict) else NAMES
 NC = 1 if TINY else 80
@@ -104,9 +121,11 @@ def model_cfg(name):
     d["nc"] = NC
     for _, _, m, args in d["backbone"] + d["head"]:
         for i in CHANNEL_ARGS.get(m, []):
-            args[i] = max(args[i] // 8, 4)
+            args[i] = max(args[i] // TINY_DIV, 4)
         if m == "CBLinear":
-            args[0] = [max(c // 8, 4) for c in args[0]]
+            args[0] = [max(c // TINY_DIV, 4) for c in args[0]]
+        if m == "RepNCSPELAN4":  # one RepNBottleneck per RepNCSP: fewer tensors (each is a zip entry)
+            args[3] = 1
     return d
 
 
@@ -369,8 +388,9 @@ def main():
         im = cv2.imread(str(COCO / "images/train2017" / src))
         if TINY:
             im = cv2.resize(im, (im.shape[1] // 4, im.shape[0] // 4), interpolation=cv2.INTER_AREA)
-        im = im.astype(np.int16)
-        im = np.clip(im + rng.integers(-4, 5, im.shape), 0, 255).astype(np.uint8)
+            im = np.clip(im.astype(np.int16) + tiny_noise(im.shape), 0, 255).astype(np.uint8)
+        else:
+            im = np.clip(im.astype(np.int16) + rng.integers(-4, 5, im.shape), 0, 255).astype(np.uint8)
         cv2.imwrite(str(OUT / "images" / name), im)
     if os.environ.get("Y9_PT_FIXTURES_ONLY") == "resume" and not TINY:  # only resume-parity*/ (needs (a), train-data/)
         make_d()
@@ -394,13 +414,14 @@ def main():
               ref["checkpoints"][name]["val"])
     if TINY:  # keep only what the test reads; data.yaml without the absolute path (ours resolves
         # the lists against the YAML's folder); the detect images are val/images
-        for d in ("train-data", "train-runs", "val-runs", "images"):
+        for d in ("train-data", "train-runs", "val-runs", "images", "val/images"):
             shutil.rmtree(OUT / d, ignore_errors=True)
         for f in OUT.rglob("*.cache"):
             f.unlink()
         (OUT / "val/data.yaml").write_text(yaml.safe_dump({"train": "images", "val": "images", "nc": NC,
                                                           "names": NAMES}))
-        ref["images_dir"] = "val/images"
+        # the test remakes val/images: coco128 image, cv::resize INTER_AREA to 1/4, tiny_noise
+        ref["tiny_images"] = dict(zip(IMAGES, SOURCE_IMAGES))
     (OUT / "reference.json").write_text(json.dumps(ref, indent=1))
 
 

@@ -21,6 +21,7 @@
 #include "io/checkpoint.h"
 #include "io/torch_pt.h"
 #include "tests/apps/e2e_util.h"
+#include "tests/testutil.h"
 
 namespace fs = std::filesystem;
 using engine::Tensor;
@@ -154,6 +155,14 @@ TEST(PtResumeE2E, ResumesTheOfficialTinyLastPt) {
   fs::create_directories(run / "weights");
   fs::copy_file(src / "last.pt", run / "weights/last.pt");
   fs::copy(src / "val", dir / "val", fs::copy_options::recursive);
+  // The repository keeps no images (torch_pt_ref_test remakes the exact ones): any coco128 image
+  // under each label's name serves for a training epoch.
+  const std::string coco = testutil::coco128_dir();
+  if (coco.empty()) GTEST_SKIP() << "coco128 not found (../shared/data/coco128)";
+  fs::create_directories(dir / "val/images");
+  const char* kCoco[] = {"000000000009.jpg", "000000000064.jpg", "000000000089.jpg"};
+  for (int i = 0; i < 3; ++i)
+    fs::copy_file(coco + "/images/train2017/" + kCoco[i], dir / "val/images" / ("img" + std::to_string(i) + ".jpg"));
   const io::TorchPt pt = io::load_torch_pt((run / "weights/last.pt").string());
   nlohmann::ordered_json opt = io::pt_to_json(pt.root->get("opt"));
   ASSERT_TRUE(opt.is_object());

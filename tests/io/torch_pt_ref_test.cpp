@@ -3,7 +3,8 @@
 // of a train_dual.py run with optimizer and EMA, a converted gelan-s, with the official outputs on
 // them in reference.json). By default the small set the repository keeps (tests/data/pt/official,
 // `make_pt_fixtures.py --tiny`: the same kinds of file from shrunk yolov9-t / gelan-s YAMLs, 160
-// px images); with $Y9_PT_FIXTURES, a full-size set made by the script outside the repository.
+// px images remade from coco128 by make_tiny_images); with $Y9_PT_FIXTURES, a full-size set made
+// by the script outside the repository.
 // - detect: our model from the .pt (training::load_model, as `yolov9 detect --weights x.pt`),
 //   letterbox, forward and NMS (conf 0.25, IoU 0.45, max_det 1000) against the official
 //   detect_dual.py / detect.py pipeline's NMS output: same count, same classes, boxes within 1e-3
@@ -12,7 +13,9 @@
 //   fixture's val/ set (conf 0.25, see make_pt_fixtures.py): mAP50 and mAP50-95 within 1e-4.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -31,6 +34,7 @@
 #include "io/loader.h"
 #include "ops/nms.h"
 #include "ops/ops.h"
+#include "tests/testutil.h"
 
 namespace fs = std::filesystem;
 using engine::DType;
@@ -61,8 +65,52 @@ nlohmann::json reference() {
   return j;
 }
 
-#define Y9_PT_FIXTURES_PRESENT() \
-  ASSERT_TRUE(fs::exists(fixtures() + "/reference.json")) << fixtures() << " has no reference.json"
+// The tiny set's images (reference "tiny_images": name -> coco128 train2017 file) remade as
+// make_pt_fixtures.py --tiny makes them: cv::resize INTER_AREA to 1/4 (the same OpenCV as the
+// script's python3-opencv), plus its tiny_noise in [-4, 4], a uint32 hash of (row, column,
+// channel); written as PNG (lossless). The repository keeps no COCO pixels.
+void make_tiny_images(const nlohmann::json& tiny, const fs::path& dir) {
+  fs::create_directories(dir);
+  for (const auto& [name, src] : tiny.items()) {
+    const std::string path = testutil::coco128_dir() + "/images/train2017/" + src.get<std::string>();
+    cv::Mat im = cv::imread(path);
+    if (im.empty()) throw std::runtime_error(path + ": cannot be read (the tiny .pt fixtures are made from coco128)");
+    cv::Mat small;
+    cv::resize(im, small, cv::Size(im.cols / 4, im.rows / 4), 0, 0, cv::INTER_AREA);
+    for (int y = 0; y < small.rows; ++y)
+      for (int x = 0; x < small.cols; ++x)
+        for (int c = 0; c < 3; ++c) {
+          uint32_t v = static_cast<uint32_t>(y) * 2654435761u + static_cast<uint32_t>(x) * 40503u +
+                       static_cast<uint32_t>(c) * 97u + 12345u;
+          v ^= v >> 13;
+          v *= 1274126177u;
+          v ^= v >> 16;
+          uint8_t& px = small.ptr<uint8_t>(y)[3 * x + c];
+          px = static_cast<uint8_t>(std::clamp(static_cast<int>(px) + static_cast<int>(v % 9) - 4, 0, 255));
+        }
+    if (!cv::imwrite((dir / name).string(), small)) throw std::runtime_error("cannot write " + (dir / name).string());
+  }
+}
+
+// A copy of the fixture's val/ folder in a temporary folder (the dataset scan writes labels.cache
+// beside the labels, as the official one does, and the fixture folder may be the source tree),
+// with the tiny set's images remade into val/images. The detect test reads its images there too.
+fs::path val_copy(const nlohmann::json& all, const std::string& tag) {
+  const fs::path val = fs::path(::testing::TempDir()) / ("torch_pt_ref_" + tag + "_" + std::to_string(::getpid()));
+  fs::remove_all(val);
+  fs::copy(fixtures() + "/val", val, fs::copy_options::recursive);
+  if (all.contains("tiny_images")) make_tiny_images(all["tiny_images"], val / "images");
+  return val;
+}
+
+// The fixture folder has a reference.json; the tiny set also needs coco128 (skip without it, as
+// the other coco128 tests do; with Y9_REQUIRE_REFERENCE=1, as in CI, coco128_dir() throws).
+#define Y9_PT_FIXTURES_PRESENT()                                                                         \
+  do {                                                                                                   \
+    ASSERT_TRUE(fs::exists(fixtures() + "/reference.json")) << fixtures() << " has no reference.json";   \
+    if (reference().contains("tiny_images") && testutil::coco128_dir().empty())                          \
+      GTEST_SKIP() << "coco128 not found (../shared/data/coco128): the tiny .pt fixtures' images come from it"; \
+  } while (0)
 
 // Letterboxed [1, 3, H, W] F32 RGB / 255 at size `img`, as the detect loop builds it.
 Tensor letterboxed(const std::string& path, int img) {
@@ -88,7 +136,9 @@ TEST_P(TorchPtRef, DetectMatchesOfficial) {
   const nlohmann::json all = reference();
   const nlohmann::json ref = all.at("checkpoints").at(GetParam());
   const int img = all.value("img", 640);
-  const std::string images = fixtures() + "/" + all.value("images_dir", std::string("images")) + "/";
+  // The full-size set keeps its images in images/; the tiny set's are remade (make_tiny_images).
+  const fs::path val = all.contains("tiny_images") ? val_copy(all, "detect") : fs::path();
+  const std::string images = all.contains("tiny_images") ? (val / "images").string() + "/" : fixtures() + "/images/";
   training::LoadedModel lm = training::load_model(fixtures() + "/" + GetParam());
   training::Predictor pred = training::model_predictor(*lm.model);
   ops::NmsOptions nms;
@@ -140,17 +190,14 @@ TEST_P(TorchPtRef, DetectMatchesOfficial) {
   EXPECT_GT(boxes, 0);
   EXPECT_LE(max_box, 1e-3);
   EXPECT_LE(max_conf, 1e-4);
+  if (!val.empty()) fs::remove_all(val);
 }
 
 TEST_P(TorchPtRef, ValMatchesOfficial) {
   Y9_PT_FIXTURES_PRESENT();
   const nlohmann::json all = reference();
   const nlohmann::json ref = all.at("checkpoints").at(GetParam()).at("val");
-  // A copy: the dataset scan writes labels.cache beside the labels, as the official one does, and
-  // the fixture folder may be the source tree.
-  const fs::path val = fs::path(::testing::TempDir()) / ("torch_pt_ref_val_" + std::to_string(::getpid()));
-  fs::remove_all(val);
-  fs::copy(fixtures() + "/val", val, fs::copy_options::recursive);
+  const fs::path val = val_copy(all, "val");
   io::DataConfig data = io::load_data_yaml((val / "data.yaml").string());
   training::LoadedModel lm = training::load_model(fixtures() + "/" + GetParam(), "", data.nc);
   training::ValOptions o;
