@@ -46,9 +46,11 @@ fi
 # skips the cross packages). About 5 minutes cold on 2 cores, well under one with ccache.
 if [ "${Y9_AARCH64_TEST:-1}" != "0" ]; then
   arm_ok=1
-  for t in aarch64-linux-gnu-g++ qemu-aarch64 file; do command -v "$t" >/dev/null || arm_ok=0; done
+  for t in aarch64-linux-gnu-g++ qemu-aarch64 file; do command -v "$t" >/dev/null || { echo "aarch64: $t not found"; arm_ok=0; }; done
   for l in libdnnl.so.2 libopenblas.so.0 libjpeg.so.62 libpng16.so.16 libyaml-cpp.so.0.7; do
-    ls /usr/lib/aarch64-linux-gnu/$l /usr/lib/aarch64-linux-gnu/*/$l >/dev/null 2>&1 || arm_ok=0
+    found=0
+    for f in /usr/lib/aarch64-linux-gnu/$l /usr/lib/aarch64-linux-gnu/*/$l; do [ -e "$f" ] && found=1; done
+    [ "$found" = 1 ] || { echo "aarch64: /usr/lib/aarch64-linux-gnu/$l not found"; arm_ok=0; }
   done
   if [ "$arm_ok" = 1 ]; then
     t0=$(date +%s)
