@@ -46,9 +46,15 @@ class CudaLibraries {
   void* workspace(size_t nbytes);
   size_t workspace_bytes() const { return ws_.defined() ? static_cast<size_t>(ws_.numel()) : 0; }
 
-  /// Convolution algorithm cache: key = (direction, dtype, geometry...), value = algorithm id.
+  /// Convolution algorithm cache (cudnn.benchmark's rule: measured once per shape by
+  /// kernels/cuda/conv.cpp): key = (direction, dtype, the Conv2dShape geometry), value = the
+  /// fastest algorithm and its workspace bytes.
   using ConvKey = std::array<int64_t, 18>;
-  std::map<ConvKey, int> conv_algos;
+  struct ConvAlgo {
+    int algo = 0;
+    size_t workspace = 0;
+  };
+  std::map<ConvKey, ConvAlgo> conv_algos;
   std::mutex mu;
 
  private:

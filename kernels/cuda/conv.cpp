@@ -1,0 +1,302 @@
+// The CUDA convolution entries (kernels/common/conv.h): forward, backward-data and
+// backward-weights through cuDNN, with the algorithm chosen by measuring once per shape and cached
+// (PyTorch's cudnn.benchmark rule; cudnnFind*AlgorithmEx), one shared workspace
+// (CudaLibraries::workspace), and F32, F64, F16 and BF16 tensors with FP32 accumulation for the
+// halves (the convolution's compute type). F32 allows TF32 tensor cores as PyTorch does by default
+// for cuDNN (torch.backends.cudnn.allow_tf32); Y9_CUDNN_NO_TF32=1 turns that off. The bias and its
+// gradient are our kernels (kernels/cuda/conv_bias.cu).
+//
+// Under the CUDA-on-CPU emulator cuDNN cannot run: the convolution itself is served by the CPU
+// backend's entry (kernels/cuda/cpu_fallback.h; F32 and F64, the dtypes the CPU has), and the
+// bias kernels run emulated.
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/cuda_runtime.h"
+#include "engine/error.h"
+#include "kernels/common/conv.h"
+#include "kernels/cuda/conv_bias.h"
+
+#if defined(Y9_CUDA_EMULATOR)
+#include "kernels/cuda/cpu_fallback.h"
+#elif defined(Y9_WITH_CUDNN)
+#include "kernels/cuda/libraries.h"
+#endif
+
+namespace kernels::cuda {
+
+namespace {
+
+cudaStream_t compute_stream(engine::DeviceContext& ctx) { return static_cast<cudaStream_t>(ctx.stream()); }
+
+#if defined(Y9_CUDA_EMULATOR)
+
+void conv2d_forward(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dt, const void* x, const void* w,
+                    const void* bias, void* y) {
+  run_on_cpu(ctx, kConv2dForward, dt, s, dt, x, w, nullptr, y);
+  if (bias) conv_bias_add(compute_stream(ctx), dt, y, bias, s.n, s.c_out, s.h_out * s.w_out);
+}
+
+void conv2d_backward_data(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dt, const void* dy,
+                          const void* w, void* dx) {
+  run_on_cpu(ctx, kConv2dBackwardData, dt, s, dt, dy, w, dx);
+}
+
+void conv2d_backward_weights(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dt, const void* x,
+                             const void* dy, void* dw, void* dbias) {
+  run_on_cpu(ctx, kConv2dBackwardWeights, dt, s, dt, x, dy, dw, nullptr);
+  if (dbias) conv_bias_grad(compute_stream(ctx), dt, dy, dbias, s.n, s.c_out, s.h_out * s.w_out);
+}
+
+constexpr engine::DTypeSet kConvDtypes = engine::kF32F64;
+
+#elif defined(Y9_WITH_CUDNN)
+
+enum class Dir : int64_t { Forward = 0, BackwardData = 1, BackwardWeights = 2 };
+
+cudnnDataType_t cudnn_dtype(engine::DType dt) {
+  switch (dt) {
+    case engine::DType::F32: return CUDNN_DATA_FLOAT;
+    case engine::DType::F64: return CUDNN_DATA_DOUBLE;
+    case engine::DType::F16: return CUDNN_DATA_HALF;
+    case engine::DType::BF16: return CUDNN_DATA_BFLOAT16;
+    default:
+      Y9_THROW(engine::ShapeError, "conv2d: dtype ", engine::dtype_name(dt), " not supported on cuda (f32, f64, f16, bf16)");
+  }
+}
+
+/// The descriptors of one convolution (created per call, as PyTorch does; they are host objects).
+struct Descriptors {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+
+  Descriptors(const Conv2dShape& s, engine::DType dt) {
+    const cudnnDataType_t t = cudnn_dtype(dt);
+    CUDNN_CHECK(cudnnCreateTensorDescriptor(&x));
+    CUDNN_CHECK(cudnnCreateTensorDescriptor(&y));
+    CUDNN_CHECK(cudnnCreateFilterDescriptor(&w));
+    CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv));
+    CUDNN_CHECK(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, t, int(s.n), int(s.c_in), int(s.h), int(s.w)));
+    CUDNN_CHECK(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, t, int(s.n), int(s.c_out), int(s.h_out), int(s.w_out)));
+    CUDNN_CHECK(cudnnSetFilter4dDescriptor(w, t, CUDNN_TENSOR_NCHW, int(s.c_out), int(s.c_in / s.groups), int(s.kh),
+                                           int(s.kw)));
+    // FP32 accumulation for the halves; F64 accumulates in double.
+    const cudnnDataType_t compute = dt == engine::DType::F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+    CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv, int(s.pad_h), int(s.pad_w), int(s.stride_h), int(s.stride_w),
+                                                int(s.dil_h), int(s.dil_w), CUDNN_CROSS_CORRELATION, compute));
+    CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv, int(s.groups)));
+    cudnnMathType_t math = CUDNN_DEFAULT_MATH;  // F32: TF32 permitted on Ampere and later, as in PyTorch
+    if (dt == engine::DType::F16 || dt == engine::DType::BF16) math = CUDNN_TENSOR_OP_MATH;
+    if (dt == engine::DType::F32 && no_tf32()) math = CUDNN_FMA_MATH;
+    CUDNN_CHECK(cudnnSetConvolutionMathType(conv, math));
+  }
+  ~Descriptors() {
+    if (conv) cudnnDestroyConvolutionDescriptor(conv);
+    if (w) cudnnDestroyFilterDescriptor(w);
+    if (y) cudnnDestroyTensorDescriptor(y);
+    if (x) cudnnDestroyTensorDescriptor(x);
+  }
+  Descriptors(const Descriptors&) = delete;
+  Descriptors& operator=(const Descriptors&) = delete;
+
+  static bool no_tf32() {
+    static const bool v = [] {
+      const char* e = std::getenv("Y9_CUDNN_NO_TF32");
+      return e && std::strcmp(e, "0") != 0;
+    }();
+    return v;
+  }
+};
+
+CudaLibraries::ConvKey conv_key(Dir dir, const Conv2dShape& s, engine::DType dt) {
+  return {static_cast<int64_t>(dir), static_cast<int64_t>(dt), s.n, s.c_in, s.h, s.w, s.c_out, s.kh, s.kw,
+          s.stride_h, s.stride_w, s.pad_h, s.pad_w, s.dil_h, s.dil_w, s.groups, 0, 0};
+}
+
+// The largest workspace any algorithm asks for, capped (a find with a smaller workspace only
+// skips the hungriest algorithms), and the workspace itself; 0 when it cannot be had.
+constexpr size_t kFindWorkspaceCap = size_t(1) << 30;
+void* find_workspace(CudaLibraries& lib, size_t want, size_t& got) {
+  got = want < kFindWorkspaceCap ? want : kFindWorkspaceCap;
+  if (got == 0) return nullptr;
+  try {
+    return lib.workspace(got);
+  } catch (const engine::Error&) {  // out of memory: measure the algorithms that need none
+    got = 0;
+    return nullptr;
+  }
+}
+
+/// Picks the fastest successful result of a cudnnFind*AlgorithmEx run; throws CudnnError if none.
+template <typename Perf>
+CudaLibraries::ConvAlgo pick(const Perf* perf, int n, const char* what) {
+  for (int i = 0; i < n; ++i)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS)
+      return CudaLibraries::ConvAlgo{static_cast<int>(perf[i].algo), perf[i].memory};
+  throw engine::CudnnError(engine::detail::concat("cuDNN found no working ", what, " algorithm"), what, __FILE__,
+                           __LINE__);
+}
+
+/// The cached algorithm of `key`, measured by `find(workspace, bytes)` on first use.
+template <typename Find>
+CudaLibraries::ConvAlgo cached_algo(CudaLibraries& lib, const CudaLibraries::ConvKey& key, Find&& find) {
+  {
+    std::lock_guard<std::mutex> lock(lib.mu);
+    auto it = lib.conv_algos.find(key);
+    if (it != lib.conv_algos.end()) return it->second;
+  }
+  const CudaLibraries::ConvAlgo a = find();
+  std::lock_guard<std::mutex> lock(lib.mu);
+  lib.conv_algos[key] = a;
+  return a;
+}
+
+template <typename T>
+struct Scale {
+  T one = T(1), zero = T(0);
+};
+
+void conv2d_forward(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dt, const void* x, const void* w,
+                    const void* bias, void* y) {
+  if (s.n == 0) return;  // cuDNN refuses empty tensors; nothing to write
+  engine::CudaDeviceGuard g(ctx.device().index);
+  auto& lib = ctx.state<CudaLibraries>();
+  Descriptors d(s, dt);
+  const auto algo = cached_algo(lib, conv_key(Dir::Forward, s, dt), [&] {
+    size_t want = 0;
+    for (int a = 0; a < CUDNN_CONVOLUTION_FWD_ALGO_COUNT; ++a) {
+      size_t b = 0;
+      if (cudnnGetConvolutionForwardWorkspaceSize(lib.cudnn(), d.x, d.w, d.conv, d.y,
+                                                  static_cast<cudnnConvolutionFwdAlgo_t>(a), &b) == CUDNN_STATUS_SUCCESS &&
+          b > want)
+        want = b;
+    }
+    size_t got = 0;
+    void* ws = find_workspace(lib, want, got);
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    int n = 0;
+    CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(lib.cudnn(), d.x, x, d.w, w, d.conv, d.y, y,
+                                                       CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf, ws, got));
+    return pick(perf, n, "convolution forward");
+  });
+  void* ws = algo.workspace ? lib.workspace(algo.workspace) : nullptr;
+  auto run = [&](const void* one, const void* zero) {
+    CUDNN_CHECK(cudnnConvolutionForward(lib.cudnn(), one, d.x, x, d.w, w, d.conv,
+                                        static_cast<cudnnConvolutionFwdAlgo_t>(algo.algo), ws, algo.workspace, zero,
+                                        d.y, y));
+  };
+  if (dt == engine::DType::F64) {
+    Scale<double> sc;
+    run(&sc.one, &sc.zero);
+  } else {
+    Scale<float> sc;
+    run(&sc.one, &sc.zero);
+  }
+  if (bias) conv_bias_add(compute_stream(ctx), dt, y, bias, s.n, s.c_out, s.h_out * s.w_out);
+}
+
+void conv2d_backward_data(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dt, const void* dy,
+                          const void* w, void* dx) {
+  if (s.n == 0) return;
+  engine::CudaDeviceGuard g(ctx.device().index);
+  auto& lib = ctx.state<CudaLibraries>();
+  Descriptors d(s, dt);
+  const auto algo = cached_algo(lib, conv_key(Dir::BackwardData, s, dt), [&] {
+    size_t want = 0;
+    for (int a = 0; a < CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT; ++a) {
+      size_t b = 0;
+      if (cudnnGetConvolutionBackwardDataWorkspaceSize(lib.cudnn(), d.w, d.y, d.conv, d.x,
+                                                       static_cast<cudnnConvolutionBwdDataAlgo_t>(a),
+                                                       &b) == CUDNN_STATUS_SUCCESS &&
+          b > want)
+        want = b;
+    }
+    size_t got = 0;
+    void* ws = find_workspace(lib, want, got);
+    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    int n = 0;
+    CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(lib.cudnn(), d.w, w, d.y, dy, d.conv, d.x, dx,
+                                                            CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf, ws, got));
+    return pick(perf, n, "convolution backward-data");
+  });
+  void* ws = algo.workspace ? lib.workspace(algo.workspace) : nullptr;
+  auto run = [&](const void* one, const void* zero) {
+    CUDNN_CHECK(cudnnConvolutionBackwardData(lib.cudnn(), one, d.w, w, d.y, dy, d.conv,
+                                             static_cast<cudnnConvolutionBwdDataAlgo_t>(algo.algo), ws, algo.workspace,
+                                             zero, d.x, dx));
+  };
+  if (dt == engine::DType::F64) {
+    Scale<double> sc;
+    run(&sc.one, &sc.zero);
+  } else {
+    Scale<float> sc;
+    run(&sc.one, &sc.zero);
+  }
+}
+
+void conv2d_backward_weights(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dt, const void* x,
+                             const void* dy, void* dw, void* dbias) {
+  engine::CudaDeviceGuard g(ctx.device().index);
+  if (s.n == 0) {  // an empty batch: zero gradients
+    const size_t es = engine::dtype_size(dt);
+    CUDA_CHECK(cudaMemsetAsync(dw, 0, size_t(s.c_out * (s.c_in / s.groups) * s.kh * s.kw) * es, compute_stream(ctx)));
+    if (dbias) CUDA_CHECK(cudaMemsetAsync(dbias, 0, size_t(s.c_out) * es, compute_stream(ctx)));
+    return;
+  }
+  auto& lib = ctx.state<CudaLibraries>();
+  Descriptors d(s, dt);
+  const auto algo = cached_algo(lib, conv_key(Dir::BackwardWeights, s, dt), [&] {
+    size_t want = 0;
+    for (int a = 0; a < CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT; ++a) {
+      size_t b = 0;
+      if (cudnnGetConvolutionBackwardFilterWorkspaceSize(lib.cudnn(), d.x, d.y, d.conv, d.w,
+                                                         static_cast<cudnnConvolutionBwdFilterAlgo_t>(a),
+                                                         &b) == CUDNN_STATUS_SUCCESS &&
+          b > want)
+        want = b;
+    }
+    size_t got = 0;
+    void* ws = find_workspace(lib, want, got);
+    cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    int n = 0;
+    CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(lib.cudnn(), d.x, x, d.y, dy, d.conv, d.w, dw,
+                                                              CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf, ws,
+                                                              got));
+    return pick(perf, n, "convolution backward-filter");
+  });
+  void* ws = algo.workspace ? lib.workspace(algo.workspace) : nullptr;
+  auto run = [&](const void* one, const void* zero) {
+    CUDNN_CHECK(cudnnConvolutionBackwardFilter(lib.cudnn(), one, d.x, x, d.y, dy, d.conv,
+                                               static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo.algo), ws,
+                                               algo.workspace, zero, d.w, dw));
+  };
+  if (dt == engine::DType::F64) {
+    Scale<double> sc;
+    run(&sc.one, &sc.zero);
+  } else {
+    Scale<float> sc;
+    run(&sc.one, &sc.zero);
+  }
+  if (dbias) conv_bias_grad(compute_stream(ctx), dt, dy, dbias, s.n, s.c_out, s.h_out * s.w_out);
+}
+
+constexpr engine::DTypeSet kConvDtypes = engine::kFloating;
+
+#endif
+
+}  // namespace
+
+#if defined(Y9_CUDA_EMULATOR) || defined(Y9_WITH_CUDNN)
+Y9_REGISTER_KERNELS(engine::DeviceType::CUDA, b) {
+  b.add(kConv2dForward, &conv2d_forward, kConvDtypes);
+  b.add(kConv2dBackwardData, &conv2d_backward_data, kConvDtypes);
+  b.add(kConv2dBackwardWeights, &conv2d_backward_weights, kConvDtypes);
+}
+#endif
+
+}  // namespace kernels::cuda
