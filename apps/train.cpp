@@ -11,6 +11,7 @@
 
 #include "apps/commands.h"
 #include "apps/training/dist/launch.h"
+#include "apps/training/option_checks.h"
 #include "apps/training/trainer.h"
 
 namespace apps {
@@ -144,8 +145,11 @@ void register_train(CLI::App& app) {
         }
         if (sub_ptr->count("--cache")) o.cache = cache_s.empty() ? "ram" : cache_s;
         if (sub_ptr->count("--upload_dataset")) o.upload_dataset = upload_s.empty() ? "True" : upload_s;
-        // `--device 0,1,2,3` (official: one process per listed GPU): spawn the ranks, unless this
-        // process already is one (a launcher set RANK / the MPI variables).
+        // `--device 0,1,2,3` (official: one process per listed GPU) or `--device cpu:0,cpu:1` (one
+        // CPU process per item): spawn the ranks, unless this process already is one (a launcher
+        // set RANK / the MPI variables). A CUDA index that cannot be used is an error here, before
+        // anything is spawned.
+        training::check_device_option(o.device);
         const auto devices = training::dist::parse_device_list(o.device);
         if (devices.size() > 1 && training::dist::detect_launch().launcher == training::dist::Launcher::Single)
           return training::dist::spawn_local_ranks(process_argv(), devices, static_cast<int>(o.master_port));

@@ -42,6 +42,30 @@ int cuda_device_count() {
 #endif
 }
 
+std::string cuda_unavailable_reason(int index) {
+#if defined(Y9_WITH_CUDA)
+  int n = 0;
+  const cudaError_t err = cudaGetDeviceCount(&n);
+  if (err != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky error state
+    const std::string what = detail::concat("cudaGetDeviceCount: ", cudaGetErrorName(err), ", ", cudaGetErrorString(err));
+    if (err == cudaErrorNoDevice) return "no CUDA device is present (" + what + ")";
+    if (err == cudaErrorInsufficientDriver)
+      return "the NVIDIA driver is missing or older than this build's CUDA runtime (" + what + ")";
+    return "CUDA cannot be initialised (" + what + ")";
+  }
+  const char* vis = std::getenv("CUDA_VISIBLE_DEVICES");
+  const std::string visible = vis ? detail::concat(", CUDA_VISIBLE_DEVICES=", vis) : std::string();
+  if (n == 0) return "no CUDA device is visible" + visible;
+  if (index < 0 || index >= n)
+    return detail::concat("there is no CUDA device ", index, ": ", n, " device(s) visible (0-", n - 1, ")", visible);
+  return "";
+#else
+  (void)index;
+  return "this build has no CUDA backend (it was configured without nvcc on PATH)";
+#endif
+}
+
 #if !defined(Y9_WITH_CUDA)
 Allocator* cuda_allocator(int index) {
   Y9_THROW(Error, "cuda:", index, " requested but this build has no CUDA backend (configure with nvcc on PATH)");

@@ -27,5 +27,9 @@ struct Device {
 bool cuda_compiled();
 /// Number of visible CUDA devices; 0 when none, when no driver is present or on any CUDA error.
 int cuda_device_count();
+/// Why CUDA device `index` cannot be used, or "" when it can: the build has no CUDA backend, no
+/// driver (or one older than the runtime), no device, or `index` beyond the visible devices (the
+/// count and CUDA_VISIBLE_DEVICES are named). For the --device checks of the commands.
+std::string cuda_unavailable_reason(int index);
 
 }  // namespace engine

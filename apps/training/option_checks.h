@@ -14,9 +14,13 @@ inline constexpr int64_t kMaxBatchSize = 65536;
 inline constexpr int64_t kMaxImgSize = 32768;  ///< pixels
 
 /// Checks and normalises a --device value as the official select_device does: trimmed, lower
-/// case, "cuda:" and "none" removed. Returns "" (default), "cpu", or CUDA indices "0" / "0,1,2,3".
+/// case, "cuda:" and "none" removed. Returns "" (default), "cpu", CUDA indices "0" / "0,1,2,3",
+/// or a list of CPU ranks "cpu:0,cpu:1" (`yolov9 train` spawns one process per item; a single
+/// "cpu:k", what each spawned rank gets, is returned as "cpu").
 /// Errors: engine::ConfigError naming the value when it is anything else ("foo", "0,,1", "-1",
-/// "mps": Apple GPUs are not available in this build).
+/// "mps": Apple GPUs are not available in this build), and, as the official "Invalid CUDA
+/// '--device 0' requested", when a CUDA index cannot be used, with the cause
+/// (engine::cuda_unavailable_reason: no CUDA backend in the build, no driver, no device, bad index).
 std::string check_device_option(const std::string& device);
 
 }  // namespace training

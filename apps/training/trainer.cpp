@@ -508,7 +508,7 @@ void Trainer::setup_notices() {
   if (!o.entity.empty() || !o.upload_dataset.empty() || o.bbox_interval != -1 || o.artifact_alias != "latest")
     notice("--entity/--upload_dataset/--bbox_interval/--artifact_alias", "ignored (no W&B logger)");
   if (o.label_smoothing != 0.0) notice("--label-smoothing", "has no effect with the TAL loss (as officially)");
-  if (!o.device.empty() && o.device != "cpu")
+  if (!o.device.empty() && o.device.compare(0, 3, "cpu") != 0)
     notice("--device", "CUDA training is not wired into `yolov9 train` yet; training on the CPU");
   Y9_CHECK_T(engine::ConfigError, o.epochs > 0 && o.epochs <= kMaxEpochs, "--epochs must be in 1..", kMaxEpochs,
              " (got ", o.epochs, ")");

@@ -7,7 +7,7 @@
 //    the comparison, measured in the same test);
 //  - failures: a per-rank batch of 1 without --sync-bn is refused before training; a busy
 //    --master-port is named; a rank killed mid-run ends the others non-zero within 60 s, naming
-//    it (sockets via --device 0,1,2, and MPI);
+//    it (sockets via --device cpu:0,cpu:1,cpu:2, and MPI);
 //  - --resume of a run interrupted mid-accumulation equals the uninterrupted run bitwise.
 // Skips when coco128 or mpirun is missing.
 #include <gtest/gtest.h>
@@ -139,7 +139,7 @@ TEST_F(DistTrain, BusyMasterPortIsNamed) {
   socklen_t len = sizeof a;
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
   const int port = ntohs(a.sin_port);
-  Proc r = sh("OMP_NUM_THREADS=1 '" + exe() + "' " + train("port", 4, "--epochs 1 --device 0,1 --master-port " + std::to_string(port)));
+  Proc r = sh("OMP_NUM_THREADS=1 '" + exe() + "' " + train("port", 4, "--epochs 1 --device cpu:0,cpu:1 --master-port " + std::to_string(port)));
   ::close(fd);
   EXPECT_NE(r.rc, 0);
   EXPECT_NE(r.out.find("port " + std::to_string(port) + " is already in use"), std::string::npos) << r.out;
@@ -148,13 +148,13 @@ TEST_F(DistTrain, BusyMasterPortIsNamed) {
 }
 
 TEST_F(DistTrain, KilledRankEndsTheOthersNamingIt) {
-  // Sockets (--device 0,1,2 spawns three ranks): rank 1 SIGKILLs itself at iteration 2.
+  // Sockets (--device cpu:0,cpu:1,cpu:2 spawns three CPU ranks): rank 1 SIGKILLs itself at iteration 2.
   Proc s = sh("OMP_NUM_THREADS=1 Y9_FAULT_KILL=1:2 timeout 120 '" + exe() + "' " +
-             train("kill_tcp", 6, "--epochs 1 --device 0,1,2"));
+             train("kill_tcp", 6, "--epochs 1 --device cpu:0,cpu:1,cpu:2"));
   EXPECT_NE(s.rc, 0) << s.out;
   EXPECT_NE(s.rc, 124) << "timed out:\n" << s.out;
   EXPECT_LT(s.seconds, 90) << s.out;  // start-up + training to iteration 2 + < 60 s
-  EXPECT_NE(s.out.find("rank 1 (device 1) was killed by signal 9"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("rank 1 (device cpu:1) was killed by signal 9"), std::string::npos) << s.out;
   EXPECT_NE(s.out.find("rank 1 closed its connection (it died or was killed)"), std::string::npos) << s.out;
   // MPI: mpirun ends every rank and names the dead one.
   Proc m = sh("timeout 120 " + mpirun(3, 1, "Y9_FAULT_KILL=1:2") + train("kill_mpi", 6, "--epochs 1"));

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <vector>
 
+#include "engine/device.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "tests/apps/e2e_util.h"
@@ -153,6 +154,21 @@ TEST(InputErrorsE2E, MessagesNameTheInputAndHideInternals) {
   expect_clear_error(e2e::run_cli(train + " --device foo"), "'foo'", "--device");
   expect_clear_error(e2e::run_cli("val --device foo --data " + f.data + " --weights " + f.weights), "'foo'");
   expect_clear_error(e2e::run_cli("detect --device foo --weights " + f.weights + " --source " + f.dir), "'foo'");
+  expect_clear_error(e2e::run_cli(train + " --device cpu:0,1"), "'cpu:0,1'", "CPU ranks such as --device cpu:0,cpu:1");
+  // --device 0 without a usable GPU (issue 11): the official "Invalid CUDA" error, with the cause,
+  // before anything runs; the CPU-rank spawner is not started either.
+  if (engine::cuda_device_count() == 0) {
+    const std::string why = engine::cuda_unavailable_reason(0);
+    for (const std::string& cmd : {train + " --device 0", train + " --device 0,1",
+                                   "val --device 0 --data " + f.data + " --weights " + f.weights,
+                                   "detect --device cuda:0 --weights " + f.weights + " --source " + f.dir}) {
+      SCOPED_TRACE(cmd);
+      const auto r = e2e::run_cli(cmd);
+      expect_clear_error(r, "Invalid CUDA '--device", why);
+      EXPECT_NE(r.out.find("--device cpu"), std::string::npos) << r.out;
+      EXPECT_EQ(r.out.find("Epoch"), std::string::npos) << r.out;
+    }
+  }
   // Hyperparameters that would train to NaN weights without a word.
   std::string hyp_text;
   {
