@@ -73,12 +73,13 @@ Tensor max_pool2d(const Tensor& x, int64_t kernel, int64_t stride, int64_t paddi
   Tensor y = Tensor::empty({g.n, g.c, ho, wo}, x.dtype(), x.device());
   Tensor idx = Tensor::empty({g.n, g.c, ho, wo}, engine::DType::I64, x.device());
   if (y.numel() > 0) k.fn(k.ctx, x.dtype(), x.data_ptr(), g, kernel, stride, padding, y.data_ptr(), idx.data<int64_t>());
-  engine::autograd::record_fn("MaxPool2dBackward", {x}, {y}, [g, idx](const std::vector<Tensor>& gr) {
+  engine::autograd::record_fn("MaxPool2dBackward", {x}, {y}, [g, idx, kernel, stride, padding](const std::vector<Tensor>& gr) {
     if (!gr[0].defined()) return std::vector<Tensor>{Tensor()};
     Tensor dy = gr[0].contiguous();
     auto kb = engine::kernel(kernels::kMaxPool2dBackward, dy.dtype(), dy.device());
     Tensor dx = Tensor::empty({g.n, g.c, g.h, g.w}, dy.dtype(), dy.device());
-    if (dx.numel() > 0) kb.fn(kb.ctx, dy.dtype(), dy.data_ptr(), idx.data<int64_t>(), g, dx.data_ptr());
+    if (dx.numel() > 0)
+      kb.fn(kb.ctx, dy.dtype(), dy.data_ptr(), idx.data<int64_t>(), g, kernel, stride, padding, dx.data_ptr());
     return std::vector<Tensor>{dx};
   });
   return y;

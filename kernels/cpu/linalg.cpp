@@ -24,17 +24,11 @@ void softmax_block(const T* x, T* y, int64_t n, int64_t inner, int64_t i0, int64
     for (int64_t i = 0; i < w; ++i) mx[i] = std::max(mx[i], static_cast<double>(x[d * inner + i0 + i]));
   for (int64_t d = 0; d < n; ++d)
     for (int64_t i = 0; i < w; ++i) sum[i] += std::exp(static_cast<double>(x[d * inner + i0 + i]) - mx[i]);
-  for (int64_t i = 0; i < w; ++i) {
-    if (log) {
-      sum[i] = mx[i] + std::log(sum[i]);
-    } else {
-      sum[i] = 1.0 / sum[i];
-    }
-  }
+  for (int64_t i = 0; i < w; ++i) sum[i] = softmax_norm(mx[i], sum[i], log);
   for (int64_t d = 0; d < n; ++d)
     for (int64_t i = 0; i < w; ++i) {
       const double v = static_cast<double>(x[d * inner + i0 + i]);
-      y[d * inner + i0 + i] = static_cast<T>(log ? v - sum[i] : std::exp(v - mx[i]) * sum[i]);
+      y[d * inner + i0 + i] = static_cast<T>(softmax_out(v, mx[i], sum[i], log));
     }
 }
 
@@ -45,13 +39,13 @@ void softmax_bwd_block(const T* y, const T* dy, T* dx, int64_t n, int64_t inner,
   for (int64_t d = 0; d < n; ++d)
     for (int64_t i = 0; i < w; ++i) {
       const int64_t o = d * inner + i0 + i;
-      s[i] += log ? static_cast<double>(dy[o]) : static_cast<double>(dy[o]) * static_cast<double>(y[o]);
+      s[i] += softmax_bwd_term(static_cast<double>(y[o]), static_cast<double>(dy[o]), log);
     }
   for (int64_t d = 0; d < n; ++d)
     for (int64_t i = 0; i < w; ++i) {
       const int64_t o = d * inner + i0 + i;
       const double yv = static_cast<double>(y[o]), g = static_cast<double>(dy[o]);
-      dx[o] = static_cast<T>(log ? g - std::exp(yv) * s[i] : yv * (g - s[i]));
+      dx[o] = static_cast<T>(softmax_bwd_out(yv, g, s[i], log));
     }
 }
 

@@ -63,15 +63,15 @@ void max_pool2d_forward_cpu(const T* x, const Plane2d& g, int64_t k, int64_t str
     T* yp = y + p * g.ho * g.wo;
     int64_t* ip = idx + p * g.ho * g.wo;
     for (int64_t oh = 0; oh < g.ho; ++oh) {
-      const int64_t h0 = std::max<int64_t>(oh * stride - pad, 0), h1 = std::min(oh * stride - pad + k, g.h);
+      const int64_t h0 = pool_window_begin(oh, stride, pad), h1 = pool_window_end(oh, k, stride, pad, g.h);
       for (int64_t ow = 0; ow < g.wo; ++ow) {
-        const int64_t w0 = std::max<int64_t>(ow * stride - pad, 0), w1 = std::min(ow * stride - pad + k, g.w);
+        const int64_t w0 = pool_window_begin(ow, stride, pad), w1 = pool_window_end(ow, k, stride, pad, g.w);
         T best = -std::numeric_limits<T>::infinity();
         int64_t bi = h0 * g.w + w0;
         for (int64_t h = h0; h < h1; ++h)
           for (int64_t w = w0; w < w1; ++w) {
             const T v = xp[h * g.xs[2] + w * g.xs[3]];
-            if (v > best || v != v) {  // NaN propagates, as in PyTorch
+            if (max_pool_takes(v, best)) {  // NaN propagates, as in PyTorch
               best = v;
               bi = h * g.w + w;
             }
@@ -105,9 +105,9 @@ void avg_pool2d_forward_cpu(const T* x, const Plane2d& g, int64_t k, int64_t str
     const T* xp = x + (p / g.c) * g.xs[0] + (p % g.c) * g.xs[1];
     T* yp = y + p * g.ho * g.wo;
     for (int64_t oh = 0; oh < g.ho; ++oh) {
-      const int64_t h0 = std::max<int64_t>(oh * stride - pad, 0), h1 = std::min(oh * stride - pad + k, g.h);
+      const int64_t h0 = pool_window_begin(oh, stride, pad), h1 = pool_window_end(oh, k, stride, pad, g.h);
       for (int64_t ow = 0; ow < g.wo; ++ow) {
-        const int64_t w0 = std::max<int64_t>(ow * stride - pad, 0), w1 = std::min(ow * stride - pad + k, g.w);
+        const int64_t w0 = pool_window_begin(ow, stride, pad), w1 = pool_window_end(ow, k, stride, pad, g.w);
         T acc = T(0);
         for (int64_t h = h0; h < h1; ++h)
           for (int64_t w = w0; w < w1; ++w) acc += xp[h * g.xs[2] + w * g.xs[3]];
@@ -127,9 +127,9 @@ void avg_pool2d_backward_cpu(const T* dy, const Plane2d& g, int64_t k, int64_t s
     std::fill(dp, dp + g.h * g.w, T(0));
     const T* gp = dy + p * g.ho * g.wo;
     for (int64_t oh = 0; oh < g.ho; ++oh) {
-      const int64_t h0 = std::max<int64_t>(oh * stride - pad, 0), h1 = std::min(oh * stride - pad + k, g.h);
+      const int64_t h0 = pool_window_begin(oh, stride, pad), h1 = pool_window_end(oh, k, stride, pad, g.h);
       for (int64_t ow = 0; ow < g.wo; ++ow) {
-        const int64_t w0 = std::max<int64_t>(ow * stride - pad, 0), w1 = std::min(ow * stride - pad + k, g.w);
+        const int64_t w0 = pool_window_begin(ow, stride, pad), w1 = pool_window_end(ow, k, stride, pad, g.w);
         const T v = gp[oh * g.wo + ow] * inv;
         for (int64_t h = h0; h < h1; ++h)
           for (int64_t w = w0; w < w1; ++w) dp[h * g.w + w] += v;
@@ -162,7 +162,8 @@ void max_pool_fwd(DeviceContext&, DType dt, const void* x, const Plane2d& g, int
     max_pool2d_forward_cpu(static_cast<const T*>(x), g, k, stride, pad, static_cast<T*>(y), idx);
   });
 }
-void max_pool_bwd(DeviceContext&, DType dt, const void* dy, const int64_t* idx, const Plane2d& g, void* dx) {
+void max_pool_bwd(DeviceContext&, DType dt, const void* dy, const int64_t* idx, const Plane2d& g, int64_t /*k*/,
+                  int64_t /*stride*/, int64_t /*pad*/, void* dx) {
   float_or_double(dt, [&](auto t) {
     using T = decltype(t);
     max_pool2d_backward_cpu(static_cast<const T*>(dy), idx, g, static_cast<T*>(dx));
