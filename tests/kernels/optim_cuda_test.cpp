@@ -2,7 +2,8 @@
 // BatchNorm entries (kernels/cuda/batch_norm.cu) against their CPU twins on the same inputs:
 // optimizer steps over many ranges with gaps (more than one launch's table of ranges), sum_squares
 // over ranges longer than one block's chunk and empty ranges, BatchNorm over more than one block's
-// worth of N*H*W per channel (and more than one span per channel) in F32, F16, BF16 and F64.
+// worth of N*H*W per channel (and more than one span per channel) in F32, F16, BF16 and F64, and
+// synchronised BatchNorm through a stand-in all-reduce.
 // Label gpu: skips without a device (fails with Y9_REQUIRE_GPU=1).
 #include <gtest/gtest.h>
 
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/cuda_runtime.h"
 #include "kernels/common/batch_norm.h"
 #include "kernels/common/optim.h"
 #include "tests/kernels/cuda_parity.h"
@@ -246,6 +248,62 @@ TEST(OptimCuda, BatchNormMatchesCpuTwin) {
             EXPECT_TRUE(parity::bitwise_equal(dyo.download(), y1));
           }
         }
+#endif
+}
+
+/// A stand-in all-reduce of BatchNormSync: "the other ranks" add 4*(i+1) plus this rank's own
+/// value to sums[i] (v -> 2v + 4(i+1): counts stay integers, and every statistic, the global
+/// count and dx change). `state` is the Device whose memory the sums are in.
+void double_sums(void* state, double* sums, int64_t n) {
+  const engine::Device dev = *static_cast<const engine::Device*>(state);
+  std::vector<double> h(static_cast<size_t>(n));
+  const size_t nbytes = h.size() * sizeof(double);
+  engine::memcpy_between_devices(h.data(), engine::Device::cpu(), sums, dev, nbytes);  // after queued work
+  for (size_t i = 0; i < h.size(); ++i) h[i] = 2.0 * h[i] + 4.0 * static_cast<double>(i + 1);
+  engine::memcpy_between_devices(sums, dev, h.data(), engine::Device::cpu(), nbytes);
+}
+
+TEST(OptimCuda, SyncBatchNormMatchesCpuTwin) {
+  Y9_SKIP_WITHOUT_GPU();
+#if defined(Y9_WITH_CUDA)
+  const kernels::BatchNormShape s{3, 2, 45 * 50};
+  const int64_t total = s.n * s.c * s.hw;
+  const engine::Device cpu = engine::Device::cpu(), gpu = engine::Device::cuda(0);
+  const kernels::BatchNormSync cpu_sync{&double_sums, const_cast<engine::Device*>(&cpu)};
+  const kernels::BatchNormSync gpu_sync{&double_sums, const_cast<engine::Device*>(&gpu)};
+  for (DType dt : {DType::F32, DType::F16}) {
+    SCOPED_TRACE(engine::dtype_name(dt));
+    HostBuf x = parity::random_buf(dt, total, 900, -1.0, 3.0), dy = parity::random_buf(dt, total, 901);
+    HostBuf w = parity::random_buf(dt, s.c, 902, 0.5, 1.5), b = parity::random_buf(dt, s.c, 903);
+    HostBuf rm = parity::random_buf(dt, s.c, 904), rv = parity::random_buf(dt, s.c, 905, 0.5, 2.0);
+    HostBuf cx = parity::convert(x, DType::F32), cdy = parity::convert(dy, DType::F32), cw = parity::convert(w, DType::F32),
+            cb = parity::convert(b, DType::F32), crm = parity::convert(rm, DType::F32), crv = parity::convert(rv, DType::F32);
+    HostBuf cy(DType::F32, total), cmean(DType::F32, s.c), cinv(DType::F32, s.c);
+    parity::run_cpu(kernels::kBatchNormForward, DType::F32, DType::F32, s, cx.data(), cw.data(), cb.data(), crm.data(),
+                    crv.data(), true, 0.1, 1e-5, cy.data(), cmean.data(), cinv.data(), &cpu_sync);
+    parity::DevBuf dx_in(x), dw(w), db(b), drm(rm), drv(rv), dyo(x), dmean(w), dinv(w);
+    parity::run_cuda(kernels::kBatchNormForward, dt, dt, s, dx_in.data(), dw.data(), db.data(), drm.data(), drv.data(),
+                     true, 0.1, 1e-5, dyo.data(), dmean.data(), dinv.data(), &gpu_sync);
+    const parity::Tol tol = bn_tol(dt);
+    EXPECT_TRUE(parity::close(dyo.download(), parity::convert(cy, dt), tol)) << "y";
+    EXPECT_TRUE(parity::close(dinv.download(), parity::convert(cinv, dt), tol)) << "invstd";
+    // The unbiased running variance uses the global count.
+    EXPECT_TRUE(parity::close(drv.download(), parity::convert(crv, dt), tol)) << "running_var";
+    EXPECT_TRUE(parity::close(drm.download(), parity::convert(crm, dt), tol)) << "running_mean";
+
+    const HostBuf mean_t = dmean.download(), inv_t = dinv.download();
+    const HostBuf cmean2 = parity::convert(mean_t, DType::F32), cinv2 = parity::convert(inv_t, DType::F32);
+    HostBuf cdx(DType::F32, total), cdw(DType::F32, s.c), cdb(DType::F32, s.c);
+    parity::run_cpu(kernels::kBatchNormBackward, DType::F32, DType::F32, s, cx.data(), cdy.data(), cmean2.data(),
+                    cinv2.data(), cw.data(), true, cdx.data(), cdw.data(), cdb.data(), &cpu_sync);
+    parity::DevBuf ddy(dy), dsm(mean_t), dsi(inv_t), ddx(x), ddw(w), ddb(w);
+    parity::run_cuda(kernels::kBatchNormBackward, dt, dt, s, dx_in.data(), ddy.data(), dsm.data(), dsi.data(), dw.data(),
+                     true, ddx.data(), ddw.data(), ddb.data(), &gpu_sync);
+    const parity::Tol sum_tol{tol.eps, tol.atol + 1e-6 * static_cast<double>(s.n * s.hw)};
+    EXPECT_TRUE(parity::close(ddx.download(), parity::convert(cdx, dt), tol)) << "dx";
+    EXPECT_TRUE(parity::close(ddw.download(), parity::convert(cdw, dt), sum_tol)) << "dweight (local sums)";
+    EXPECT_TRUE(parity::close(ddb.download(), parity::convert(cdb, dt), sum_tol)) << "dbias (local sums)";
+  }
 #endif
 }
 
