@@ -68,10 +68,22 @@ __device__ __forceinline__ A block_sum(A v, A* sh) {
   return r;
 }
 
+/// a / b for a >= 0, b > 0: a 32-bit division when both fit (every real shape), else 64-bit.
+__device__ __forceinline__ int64_t div_nonneg(int64_t a, int64_t b) {
+  if (a <= 0xffffffffLL && b <= 0xffffffffLL) return static_cast<uint32_t>(a) / static_cast<uint32_t>(b);
+  return a / b;
+}
+
 /// Element j (< n*hw) of channel ch: its index in NCHW x.
 __device__ __forceinline__ int64_t chan_index(int64_t j, int64_t c, int64_t hw, int64_t ch) {
-  const int64_t b = j / hw;
+  const int64_t b = div_nonneg(j, hw);
   return (b * c + ch) * hw + (j - b * hw);
+}
+
+/// Channel of NCHW element i.
+__device__ __forceinline__ int64_t channel_of(int64_t i, int64_t c, int64_t hw) {
+  const int64_t row = div_nonneg(i, hw);
+  return row - div_nonneg(row, c) * c;
 }
 
 /// Span [lo, hi) of `spans` equal spans of m elements.
@@ -210,7 +222,7 @@ __global__ void bn_apply_kernel(const T* __restrict__ x, T* __restrict__ y, int6
   using S = Scalar<T>;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += stride) {
-    const int64_t ch = (i / hw) % c;
+    const int64_t ch = channel_of(i, c, hw);
     y[i] = S::store(A(S::load(x[i])) * scale_shift[ch] + scale_shift[c + ch]);
   }
 }
@@ -262,7 +274,7 @@ __global__ void bn_dx_kernel(const T* __restrict__ x, const T* __restrict__ dy, 
   using S = Scalar<T>;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += stride) {
-    const int64_t ch = (i / hw) % c;
+    const int64_t ch = channel_of(i, c, hw);
     const A d = A(S::load(dy[i])), xm = A(S::load(x[i])) - coef[3 * c + ch];
     dx[i] = S::store(coef[ch] * d + coef[c + ch] * xm + coef[2 * c + ch]);
   }
