@@ -314,6 +314,13 @@ std::vector<Row> rows() {
   // two ranges and a gap; the reference applies the shared element math on the host.
   struct Flat {
     static std::vector<kernels::FlatRange> ranges() { return {{0, 37}, {64, 70}}; }
+    // The results of one step side by side, joined on the host (the row checks the step entry,
+    // not concat, which a backend may lack).
+    static Tensor join(const std::vector<Tensor>& ts) {
+      std::vector<Tensor> h;
+      for (const Tensor& t : ts) h.push_back(t.to(Device::cpu()));
+      return ops::concat(h, 0);
+    }
   };
   auto flat_inputs = [=](uint64_t seed) {
     return std::vector<Input>{in(rnd({134}, seed), false), in(rnd({134}, seed + 1), false), in(rnd({134}, seed + 2, 0, 1), false),
@@ -330,7 +337,7 @@ std::vector<Row> rows() {
                  auto k = engine::kernel(kernels::kSgdStep, DType::F32, p.device());
                  const auto rg = Flat::ranges();
                  k.fn(k.ctx, p.data<float>(), x[1].data<float>(), buf.data<float>(), rg.data(), 2, s);
-                 return ops::concat({p, buf}, 0);
+                 return Flat::join({p, buf});
                },
                GradMode::None,
                [=](const Inputs& x) {
@@ -353,7 +360,7 @@ std::vector<Row> rows() {
                  const auto rg = Flat::ranges();
                  k.fn(k.ctx, p.data<float>(), x[1].data<float>(), m.data<float>(), v.data<float>(), vmax.data<float>(),
                       rg.data(), 2, s);
-                 return ops::concat({p, m, v, vmax}, 0);
+                 return Flat::join({p, m, v, vmax});
                },
                GradMode::None,
                [=](const Inputs& x) {
@@ -376,7 +383,7 @@ std::vector<Row> rows() {
                  auto k = engine::kernel(kernels::kLionStep, DType::F32, p.device());
                  const auto rg = Flat::ranges();
                  k.fn(k.ctx, p.data<float>(), x[1].data<float>(), m.data<float>(), rg.data(), 2, s);
-                 return ops::concat({p, m}, 0);
+                 return Flat::join({p, m});
                },
                GradMode::None,
                [=](const Inputs& x) {

@@ -1,0 +1,424 @@
+// CUDA BatchNorm2d entries (kernels/common/batch_norm.h; CPU twin kernels/cpu/batch_norm.cpp),
+// issue 11 "BatchNorm: our own kernel, with FP32 statistics". Contiguous NCHW x viewed as
+// [n, c, hw]; channel ch holds M = n*hw elements. Every dtype (F32/F64/F16/BF16) accumulates in
+// Acc = Scalar<T>::C (float, double for F64).
+//
+// Reductions are per channel and deterministic (no atomics): the M elements of a channel are split
+// into S fixed spans (S from M alone), one block per (span, channel) forms a strided per-thread
+// partial, a warp-shuffle tree and a shared-memory tree; a per-channel kernel then sums the S
+// partials in span order into double. The per-channel sums go through a small double buffer in
+// device memory, which is also what BatchNormSync all-reduces between passes (so the synchronised
+// and the local paths are the same kernels).
+//
+// Forward (training): pass 1 sums -> mean; pass 2 sums of squared deviations from that mean (the
+// two-pass variance, as the CPU twin) -> biased variance; invstd = 1/sqrt(var + eps); running
+// stats updated with the unbiased variance (count/(count-1), factor 1 when count == 1), as the CPU
+// twin, the per-channel arithmetic in double. Eval: mean = running_mean, invstd from
+// running_var. y = x*scale + shift with scale = invstd*w, shift = b - mean*scale in Acc.
+// Backward: per-channel sum dy and sum dy*xhat (one pass, two partials), dweight/dbias from them,
+// then dx = a*dy + bx*(x - mean) + k per element (the CPU twin's coefficients).
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstddef>
+
+#include "engine/allocator.h"
+#include "engine/cuda_runtime.h"
+#include "engine/error.h"
+#include "kernels/common/batch_norm.h"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/launch.cuh"
+
+namespace kernels::cuda {
+
+namespace {
+
+constexpr int kWarp = 32;
+constexpr int kBnBlock = 256;          // threads per reduction block (a multiple of kWarp)
+constexpr int64_t kBnSpan = 4096;      // elements of one channel per reduction block (at least)
+constexpr int64_t kBnMaxSpans = 256;   // spans per channel at most
+
+/// Spans per channel for M elements: one per kBnSpan elements, at most kBnMaxSpans, at least 1.
+int64_t spans_for(int64_t m) {
+  const int64_t s = ceil_div(m, kBnSpan);
+  return s < 1 ? 1 : (s > kBnMaxSpans ? kBnMaxSpans : s);
+}
+
+template <typename A>
+__device__ __forceinline__ A warp_sum(A v) {
+#pragma unroll
+  for (int o = kWarp / 2; o > 0; o /= 2) v += __shfl_down_sync(0xffffffffu, v, o);
+  return v;
+}
+
+/// Sum of `v` over the block (blockDim.x == kBnBlock), valid in thread 0; `sh` holds
+/// kBnBlock / kWarp values of shared memory. Every thread must call it.
+template <typename A>
+__device__ __forceinline__ A block_sum(A v, A* sh) {
+  v = warp_sum(v);
+  const int lane = threadIdx.x % kWarp, w = threadIdx.x / kWarp;
+  if (lane == 0) sh[w] = v;
+  __syncthreads();
+  A r = A(0);
+  if (w == 0) {
+    r = lane < int(blockDim.x / kWarp) ? sh[lane] : A(0);
+    r = warp_sum(r);
+  }
+  __syncthreads();  // sh is reused by the next call
+  return r;
+}
+
+/// a / b for a >= 0, b > 0: a 32-bit division when both fit (every real shape), else 64-bit.
+__device__ __forceinline__ int64_t div_nonneg(int64_t a, int64_t b) {
+  if (a <= 0xffffffffLL && b <= 0xffffffffLL) return static_cast<uint32_t>(a) / static_cast<uint32_t>(b);
+  return a / b;
+}
+
+/// Element j (< n*hw) of channel ch: its index in NCHW x.
+__device__ __forceinline__ int64_t chan_index(int64_t j, int64_t c, int64_t hw, int64_t ch) {
+  const int64_t b = div_nonneg(j, hw);
+  return (b * c + ch) * hw + (j - b * hw);
+}
+
+/// Channel of NCHW element i.
+__device__ __forceinline__ int64_t channel_of(int64_t i, int64_t c, int64_t hw) {
+  const int64_t row = div_nonneg(i, hw);
+  return row - div_nonneg(row, c) * c;
+}
+
+/// Span [lo, hi) of `spans` equal spans of m elements.
+__device__ __forceinline__ void span_of(int64_t m, int64_t spans, int64_t s, int64_t* lo, int64_t* hi) {
+  *lo = m * s / spans;
+  *hi = m * (s + 1) / spans;
+}
+
+/// Grid (spans, c): partial[ch*spans + s] = sum over span s of channel ch of x (center == null) or
+/// of (x - center[ch])^2.
+template <typename T, typename A>
+__global__ void bn_partial_kernel(const T* __restrict__ x, int64_t n, int64_t c, int64_t hw, int64_t spans,
+                                  const A* __restrict__ center, A* __restrict__ partial) {
+  using S = Scalar<T>;
+  __shared__ A sh[kBnBlock / kWarp];
+  const int64_t ch = blockIdx.y, s = blockIdx.x;
+  int64_t lo, hi;
+  span_of(n * hw, spans, s, &lo, &hi);
+  A acc = A(0);
+  if (center) {
+    const A mu = center[ch];
+    for (int64_t j = lo + threadIdx.x; j < hi; j += blockDim.x) {
+      const A d = A(S::load(x[chan_index(j, c, hw, ch)])) - mu;
+      acc += d * d;
+    }
+  } else {
+    for (int64_t j = lo + threadIdx.x; j < hi; j += blockDim.x) acc += A(S::load(x[chan_index(j, c, hw, ch)]));
+  }
+  acc = block_sum(acc, sh);
+  if (threadIdx.x == 0) partial[ch * spans + s] = acc;
+}
+
+/// Grid (spans, c): the backward partials of span s of channel ch: sum dy into p0 and
+/// sum dy*(x - mean)*invstd into p1.
+template <typename T, typename A>
+__global__ void bn_backward_partial_kernel(const T* __restrict__ x, const T* __restrict__ dy, int64_t n, int64_t c,
+                                           int64_t hw, int64_t spans, const T* __restrict__ mean,
+                                           const T* __restrict__ invstd, A* __restrict__ p0, A* __restrict__ p1) {
+  using S = Scalar<T>;
+  __shared__ A sh[kBnBlock / kWarp];
+  const int64_t ch = blockIdx.y, s = blockIdx.x;
+  const A mu = A(S::load(mean[ch])), is = A(S::load(invstd[ch]));
+  int64_t lo, hi;
+  span_of(n * hw, spans, s, &lo, &hi);
+  A s0 = A(0), s1 = A(0);
+  for (int64_t j = lo + threadIdx.x; j < hi; j += blockDim.x) {
+    const int64_t k = chan_index(j, c, hw, ch);
+    const A d = A(S::load(dy[k]));
+    s0 += d;
+    s1 += d * ((A(S::load(x[k])) - mu) * is);
+  }
+  s0 = block_sum(s0, sh);
+  s1 = block_sum(s1, sh);
+  if (threadIdx.x == 0) {
+    p0[ch * spans + s] = s0;
+    p1[ch * spans + s] = s1;
+  }
+}
+
+/// One thread per channel: sums[ch] = sum of partial[ch*spans ..] in span order (double);
+/// thread 0 also writes sums[count_at] = count when count_at >= 0.
+template <typename A>
+__global__ void bn_channel_sums_kernel(const A* __restrict__ partial, int64_t spans, int64_t c, double* sums,
+                                       int64_t count_at, double count) {
+  const int64_t ch = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (ch == 0 && count_at >= 0) sums[count_at] = count;
+  if (ch >= c) return;
+  double acc = 0.0;
+  for (int64_t s = 0; s < spans; ++s) acc += static_cast<double>(partial[ch * spans + s]);
+  sums[ch] = acc;
+}
+
+/// One thread per channel, after pass 1: mu[ch] = sums[ch] / count (sums[c] is the count; 0 when
+/// the count is 0), in Acc for pass 2.
+template <typename A>
+__global__ void bn_mean_kernel(const double* sums, int64_t c, A* __restrict__ mu) {
+  const int64_t ch = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (ch >= c) return;
+  const double m = sums[c];
+  mu[ch] = A(m > 0 ? sums[ch] / m : 0.0);
+}
+
+/// One thread per channel, after pass 2 (training): sums[ch] = sum of squared deviations, sums[c]
+/// = the element count (global with sync). Writes mean and invstd (T), the running stats (when
+/// non-null) and scale/shift (Acc) for the normalisation.
+template <typename T, typename A>
+__global__ void bn_train_finalize_kernel(const double* sums, const A* __restrict__ mu, int64_t c,
+                                         const T* __restrict__ weight, const T* __restrict__ bias, T* running_mean,
+                                         T* running_var, double momentum, double eps, T* __restrict__ mean_out,
+                                         T* __restrict__ invstd_out, A* __restrict__ scale_shift) {
+  using S = Scalar<T>;
+  const int64_t ch = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (ch >= c) return;
+  const double count = sums[c];
+  // The biased variance rounded to the statistics type (float, double for F64), as the CPU
+  // twin rounds it to its dtype before invstd and the running update.
+  const A var = A(count > 0 ? sums[ch] / count : 0.0);
+  const double m = static_cast<double>(mu[ch]);
+  const A is = A(1.0 / ::sqrt(static_cast<double>(var) + eps));
+  mean_out[ch] = S::store(mu[ch]);
+  invstd_out[ch] = S::store(is);
+  if (running_mean && running_var) {
+    const double unbias = count > 1 ? count / (count - 1) : 1.0;
+    running_mean[ch] = S::store(A((1.0 - momentum) * static_cast<double>(S::load(running_mean[ch])) + momentum * m));
+    running_var[ch] = S::store(A((1.0 - momentum) * static_cast<double>(S::load(running_var[ch])) +
+                                 momentum * static_cast<double>(var) * unbias));
+  }
+  const A scale = is * (weight ? A(S::load(weight[ch])) : A(1));
+  scale_shift[ch] = scale;
+  scale_shift[c + ch] = (bias ? A(S::load(bias[ch])) : A(0)) - mu[ch] * scale;
+}
+
+/// One thread per channel (eval): mean = running_mean, invstd = 1/sqrt(running_var + eps), and
+/// scale/shift (Acc).
+template <typename T, typename A>
+__global__ void bn_eval_finalize_kernel(const T* __restrict__ running_mean, const T* __restrict__ running_var, int64_t c,
+                                        const T* __restrict__ weight, const T* __restrict__ bias, double eps,
+                                        T* __restrict__ mean_out, T* __restrict__ invstd_out,
+                                        A* __restrict__ scale_shift) {
+  using S = Scalar<T>;
+  const int64_t ch = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (ch >= c) return;
+  const A mu = A(S::load(running_mean[ch]));
+  const A is = A(1.0 / ::sqrt(static_cast<double>(S::load(running_var[ch])) + eps));
+  mean_out[ch] = running_mean[ch];
+  invstd_out[ch] = S::store(is);
+  const A scale = is * (weight ? A(S::load(weight[ch])) : A(1));
+  scale_shift[ch] = scale;
+  scale_shift[c + ch] = (bias ? A(S::load(bias[ch])) : A(0)) - mu * scale;
+}
+
+/// y = x * scale[ch] + shift[ch] over the n*c*hw elements (grid-stride).
+template <typename T, typename A>
+__global__ void bn_apply_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t total, int64_t c, int64_t hw,
+                                const A* __restrict__ scale_shift) {
+  using S = Scalar<T>;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += stride) {
+    const int64_t ch = channel_of(i, c, hw);
+    y[i] = S::store(A(S::load(x[i])) * scale_shift[ch] + scale_shift[c + ch]);
+  }
+}
+
+/// One thread per channel (backward): dweight = sum dy*xhat, dbias = sum dy (local sums, each
+/// when non-null) from sums = [sum dy (c), sum dy*xhat (c), ...].
+template <typename T>
+__global__ void bn_dweight_dbias_kernel(const double* sums, int64_t c, T* __restrict__ dweight, T* __restrict__ dbias) {
+  using S = Scalar<T>;
+  using A = typename S::C;
+  const int64_t ch = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (ch >= c) return;
+  if (dweight) dweight[ch] = S::store(A(sums[c + ch]));
+  if (dbias) dbias[ch] = S::store(A(sums[ch]));
+}
+
+/// One thread per channel: the dx coefficients of the CPU twin, in double, stored in Acc:
+/// a = w*invstd; training: bx = -a*invstd*sdyx/M, k = -a*sdy/M (M = sums[2c], over every rank
+/// with sync); eval: bx = k = 0. coef = [a (c), bx (c), k (c), mean (c)].
+template <typename T, typename A>
+__global__ void bn_dx_coef_kernel(const double* sums, int64_t c, const T* __restrict__ mean,
+                                  const T* __restrict__ invstd, const T* __restrict__ weight, bool training,
+                                  A* __restrict__ coef) {
+  using S = Scalar<T>;
+  const int64_t ch = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (ch >= c) return;
+  const double is = static_cast<double>(S::load(invstd[ch]));
+  const double wv = weight ? static_cast<double>(S::load(weight[ch])) : 1.0;
+  const double a = wv * is;
+  double bx = 0.0, k = 0.0;
+  if (training && sums) {
+    const double m = sums[2 * c];
+    if (m > 0) {
+      bx = -a * is * sums[c + ch] / m;
+      k = -a * sums[ch] / m;
+    }
+  }
+  coef[ch] = A(a);
+  coef[c + ch] = A(bx);
+  coef[2 * c + ch] = A(k);
+  coef[3 * c + ch] = A(S::load(mean[ch]));
+}
+
+/// dx = a*dy + bx*(x - mean) + k per element (grid-stride); x - mean is formed first so that a
+/// large mean does not cancel.
+template <typename T, typename A>
+__global__ void bn_dx_kernel(const T* __restrict__ x, const T* __restrict__ dy, T* __restrict__ dx, int64_t total,
+                             int64_t c, int64_t hw, const A* __restrict__ coef) {
+  using S = Scalar<T>;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += stride) {
+    const int64_t ch = channel_of(i, c, hw);
+    const A d = A(S::load(dy[i])), xm = A(S::load(x[i])) - coef[3 * c + ch];
+    dx[i] = S::store(coef[ch] * d + coef[c + ch] * xm + coef[2 * c + ch]);
+  }
+}
+
+/// Device scratch from the caching allocator of the context's device, freed at scope exit (the
+/// allocator orders its blocks on the compute stream, so freeing after queueing is safe).
+class Scratch {
+ public:
+  Scratch(engine::Device dev, size_t nbytes) : alloc_(engine::allocator_for(dev)), nbytes_(nbytes) {
+    p_ = nbytes ? alloc_->allocate(nbytes) : nullptr;
+  }
+  ~Scratch() {
+    if (p_) alloc_->deallocate(p_, nbytes_);
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  template <typename T>
+  T* as() const { return static_cast<T*>(p_); }
+
+ private:
+  engine::Allocator* alloc_;
+  size_t nbytes_;
+  void* p_ = nullptr;
+};
+
+unsigned per_channel_grid(int64_t c) { return static_cast<unsigned>(ceil_div(c, kBlock)); }
+
+template <typename T>
+void forward_typed(engine::DeviceContext& ctx, const BatchNormShape& sh, const T* x, const T* w, const T* b, T* rm,
+                   T* rv, bool training, double momentum, double eps, T* y, T* mean, T* invstd,
+                   const BatchNormSync* sync) {
+  using A = typename Scalar<T>::C;
+  cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream());
+  const int64_t c = sh.c, m = sh.n * sh.hw, total = sh.n * sh.c * sh.hw;
+  if (c == 0) return;
+  const int64_t spans = spans_for(m);
+  // scale/shift (2c) and mu (c) in Acc; partials (spans*c) in Acc; sums (c+1) in double.
+  Scratch acc(ctx.device(), static_cast<size_t>(3 * c + spans * c) * sizeof(A));
+  Scratch dsums(ctx.device(), static_cast<size_t>(c + 1) * sizeof(double));
+  A* scale_shift = acc.as<A>();
+  A* mu = scale_shift + 2 * c;
+  A* partial = mu + c;
+  double* sums = dsums.as<double>();
+  if (training) {
+    const bool synced = sync && sync->fn;
+    Y9_CHECK_SHAPE(c <= 65535, "batch_norm: ", c, " channels exceed the CUDA grid (65535)");
+    const dim3 grid(static_cast<unsigned>(spans), static_cast<unsigned>(c));
+    // Pass 1: per-channel sums and the count -> mean.
+    Y9_LAUNCH(bn_partial_kernel<T, A>, grid, kBnBlock, 0, stream, x, sh.n, c, sh.hw, spans,
+              static_cast<const A*>(nullptr), partial);
+    Y9_LAUNCH(bn_channel_sums_kernel<A>, per_channel_grid(c), kBlock, 0, stream, static_cast<const A*>(partial), spans,
+              c, sums, c, static_cast<double>(m));
+    if (synced) sync->fn(sync->state, sums, c + 1);
+    Y9_LAUNCH(bn_mean_kernel<A>, per_channel_grid(c), kBlock, 0, stream, static_cast<const double*>(sums), c, mu);
+    // Pass 2: squared deviations from the mean (two-pass variance). The count stays in sums[c].
+    Y9_LAUNCH(bn_partial_kernel<T, A>, grid, kBnBlock, 0, stream, x, sh.n, c, sh.hw, spans,
+              static_cast<const A*>(mu), partial);
+    Y9_LAUNCH(bn_channel_sums_kernel<A>, per_channel_grid(c), kBlock, 0, stream, static_cast<const A*>(partial), spans,
+              c, sums, int64_t(-1), 0.0);
+    if (synced) sync->fn(sync->state, sums, c);
+    Y9_LAUNCH(bn_train_finalize_kernel<T, A>, per_channel_grid(c), kBlock, 0, stream,
+              static_cast<const double*>(sums), static_cast<const A*>(mu), c, w, b, rm, rv, momentum, eps, mean,
+              invstd, scale_shift);
+  } else {
+    Y9_CHECK_SHAPE(rm && rv, "batch_norm: eval mode needs running_mean and running_var");
+    Y9_LAUNCH(bn_eval_finalize_kernel<T, A>, per_channel_grid(c), kBlock, 0, stream, static_cast<const T*>(rm),
+              static_cast<const T*>(rv), c, w, b, eps, mean, invstd, scale_shift);
+  }
+  if (total > 0)
+    Y9_LAUNCH(bn_apply_kernel<T, A>, grid_for(total), kBlock, 0, stream, x, y, total, c, sh.hw,
+              static_cast<const A*>(scale_shift));
+}
+
+template <typename T>
+void backward_typed(engine::DeviceContext& ctx, const BatchNormShape& sh, const T* x, const T* dy, const T* mean,
+                    const T* invstd, const T* w, bool training, T* dx, T* dw, T* db, const BatchNormSync* sync) {
+  using A = typename Scalar<T>::C;
+  cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream());
+  const int64_t c = sh.c, m = sh.n * sh.hw, total = sh.n * sh.c * sh.hw;
+  if (c == 0) return;
+  const bool need_sums = dw || db || (dx && training);
+  const int64_t spans = spans_for(m);
+  Scratch acc(ctx.device(), static_cast<size_t>(4 * c + (need_sums ? 2 * spans * c : 0)) * sizeof(A));
+  Scratch dsums(ctx.device(), need_sums ? static_cast<size_t>(2 * c + 1) * sizeof(double) : 0);
+  A* coef = acc.as<A>();
+  double* sums = dsums.as<double>();
+  if (need_sums) {
+    Y9_CHECK_SHAPE(c <= 65535, "batch_norm: ", c, " channels exceed the CUDA grid (65535)");
+    A* p0 = coef + 4 * c;
+    A* p1 = p0 + spans * c;
+    const dim3 grid(static_cast<unsigned>(spans), static_cast<unsigned>(c));
+    Y9_LAUNCH(bn_backward_partial_kernel<T, A>, grid, kBnBlock, 0, stream, x, dy, sh.n, c, sh.hw, spans, mean, invstd,
+              p0, p1);
+    Y9_LAUNCH(bn_channel_sums_kernel<A>, per_channel_grid(c), kBlock, 0, stream, static_cast<const A*>(p0), spans, c,
+              sums, 2 * c, static_cast<double>(m));
+    Y9_LAUNCH(bn_channel_sums_kernel<A>, per_channel_grid(c), kBlock, 0, stream, static_cast<const A*>(p1), spans, c,
+              sums + c, int64_t(-1), 0.0);
+    if (dw || db)
+      Y9_LAUNCH(bn_dweight_dbias_kernel<T>, per_channel_grid(c), kBlock, 0, stream, static_cast<const double*>(sums), c,
+                dw, db);
+  }
+  if (!dx) return;  // every rank decides alike (the same graph), so no rank waits alone
+  if (training && sync && sync->fn) sync->fn(sync->state, sums, 2 * c + 1);
+  Y9_LAUNCH(bn_dx_coef_kernel<T, A>, per_channel_grid(c), kBlock, 0, stream,
+            static_cast<const double*>(training ? sums : nullptr), c, mean, invstd, w, training, coef);
+  if (total > 0)
+    Y9_LAUNCH(bn_dx_kernel<T, A>, grid_for(total), kBlock, 0, stream, x, dy, dx, total, c, sh.hw,
+              static_cast<const A*>(coef));
+}
+
+/// batch_norm_forward on CUDA (kernels/common/batch_norm.h contract): x, weight, bias, running
+/// stats, y, mean, invstd are device buffers of `dtype` (F32/F64/F16/BF16), NCHW contiguous
+/// ([n, c, hw] for x and y, [c] for the rest); statistics in FP32 (double for F64).
+void batch_norm_forward(engine::DeviceContext& ctx, engine::DType dt, const BatchNormShape& s, const void* x,
+                        const void* w, const void* b, void* rm, void* rv, bool training, double momentum, double eps,
+                        void* y, void* mean, void* invstd, const BatchNormSync* sync) {
+  const bool ok = dispatch_float(dt, [&]<typename T>() {
+    forward_typed(ctx, s, static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(b),
+                  static_cast<T*>(rm), static_cast<T*>(rv), training, momentum, eps, static_cast<T*>(y),
+                  static_cast<T*>(mean), static_cast<T*>(invstd), sync);
+  });
+  Y9_CHECK_SHAPE(ok, "batch_norm: dtype ", engine::dtype_name(dt), " not supported on cuda (f32, f64, f16, bf16)");
+}
+
+/// batch_norm_backward on CUDA (kernels/common/batch_norm.h contract): x, dy, dx [n, c, hw] and
+/// mean, invstd, weight, dweight, dbias [c], device buffers of `dtype` (F32/F64/F16/BF16); dx,
+/// dweight, dbias each optional; sums in FP32 (double for F64).
+void batch_norm_backward(engine::DeviceContext& ctx, engine::DType dt, const BatchNormShape& s, const void* x,
+                         const void* dy, const void* mean, const void* invstd, const void* w, bool training, void* dx,
+                         void* dw, void* db, const BatchNormSync* sync) {
+  const bool ok = dispatch_float(dt, [&]<typename T>() {
+    backward_typed(ctx, s, static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<const T*>(mean),
+                   static_cast<const T*>(invstd), static_cast<const T*>(w), training, static_cast<T*>(dx),
+                   static_cast<T*>(dw), static_cast<T*>(db), sync);
+  });
+  Y9_CHECK_SHAPE(ok, "batch_norm: dtype ", engine::dtype_name(dt), " not supported on cuda (f32, f64, f16, bf16)");
+}
+
+}  // namespace
+
+Y9_REGISTER_KERNELS(engine::DeviceType::CUDA, b) {
+  b.add(kBatchNormForward, &batch_norm_forward, engine::kFloating);
+  b.add(kBatchNormBackward, &batch_norm_backward, engine::kFloating);
+}
+
+}  // namespace kernels::cuda
