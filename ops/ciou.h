@@ -6,7 +6,7 @@
 namespace ops {
 
 /// CIoU of paired xyxy boxes: box1, box2 [..., 4] (same shape, dtype and device, any units; the
-/// dtypes of the device's ciou entries: CPU F32, F64)
+/// dtypes of the device's ciou entries: CPU and CUDA F32, F64)
 /// -> [..., 1], like the official bbox_iou(box1, box2, xywh=False, CIoU=True, eps=1e-7):
 /// eps on the heights, the union and c2; the aspect-ratio weight alpha is a constant in backward
 /// (no_grad officially); min/max ties split the gradient evenly and clamp(0) passes it at 0

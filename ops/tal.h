@@ -30,7 +30,7 @@ struct TalResult {
 ///   pd_scores [B, A, nc] sigmoid probabilities; pd_bboxes [B, A, 4] xyxy px;
 ///   anc_points [A, 2] px; gt_labels [B, M, 1] float class ids; gt_bboxes [B, M, 4] xyxy px;
 ///   mask_gt [B, M, 1] 1.0 for real gts, 0.0 for padding. All one dtype and device; runs on the
-///   device's tal_assign kernel (CPU: F32, F64).
+///   device's tal_assign kernel (CPU and CUDA: F32, F64).
 /// Throws engine::ShapeError on shape/dtype/device mismatch or topk > A (NotSupportedError for a
 /// dtype/device without a kernel).
 /// Deterministic (bitwise) for a given input; top-k ties resolve like torch.topk on the CPU.

@@ -58,7 +58,7 @@ struct YoloLossResult {
 /// The YOLOv9 TAL loss.
 ///   branches: per branch (dual: {aux, main}) the training-mode head maps of each level,
 ///     [B, 4*reg_max + nc, H_l, W_l] NCHW (levels P3, P4, P5 with cfg.strides), one dtype and device
-///     (the device's yolo_decode / yolo_branch_loss / tal_assign entries: CPU F32, F64).
+///     (the device's yolo_decode / yolo_branch_loss / tal_assign entries: CPU and CUDA F32, F64).
 ///   targets: [N, 6] (image index, class, cx, cy, w, h normalised to the input), host tensor.
 /// Per branch: decode (softmax-expectation DFL), TaskAlignedAssigner on sigmoid scores and px
 /// boxes, then L_cls = sum BCE / tss, L_box = sum (1 - CIoU) w / tss, L_dfl = sum DFL w / tss

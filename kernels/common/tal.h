@@ -5,6 +5,8 @@
 #include <cstdint>
 
 #include "engine/backend.h"
+#include "engine/hd.h"
+#include "kernels/common/box_loss.h"
 
 namespace kernels {
 
@@ -17,6 +19,44 @@ struct TalConfig {
   double beta = 6.0;
   double eps = 1e-9;
 };
+
+/// select_candidates_in_gts(eps=1e-9): its own default, not the assigner's eps.
+constexpr double kTalInGtsEps = 1e-9;
+
+Y9_HD float k_sqrt_tal(float x) { return sqrtf(x); }
+Y9_HD double k_sqrt_tal(double x) { return ::sqrt(x); }
+Y9_HD float k_pow_tal(float x, float p) { return powf(x, p); }
+Y9_HD double k_pow_tal(double x, double p) { return ::pow(x, p); }
+
+/// x ** p as torch computes it: pow(x, 0.5) dispatches to sqrt.
+template <typename T>
+Y9_HD T tal_pow(T x, T p) {
+  if (p == T(0.5)) return k_sqrt_tal(x);
+  return k_pow_tal(x, p);
+}
+
+/// The per-(gt, anchor) quantities of the assigner (official TaskAlignedAssigner.get_box_metrics
+/// and select_candidates_in_gts): overlap = CIoU(gt, pd_box).clamp(0) (NaN propagates),
+/// align = score[label]^alpha * overlap^beta (score 0 for a label outside [0, nc)), in_gts =
+/// min(ax - x1, ay - y1, x2 - ax, y2 - ay) > 1e-9. Shared by the CPU twin and the CUDA kernels.
+/// `scores` is the anchor's row of pd_scores [nc]; g the gt box, pb the predicted box, xyxy px.
+template <typename T>
+Y9_HD void tal_metric_one(const T* g, int64_t label, int64_t nc, const T* scores, const T* pb, T ax, T ay, T alpha,
+                          T beta, T& overlap, T& align, bool& in_gts) {
+  T o = ciou_fwd<T>(g, pb, static_cast<T>(kCiouEps));
+  o = o < T(0) ? T(0) : o;  // clamp(0); NaN propagates like torch
+  overlap = o;
+  const T s = (label >= 0 && label < nc) ? scores[label] : T(0);
+  align = tal_pow(s, alpha) * tal_pow(o, beta);
+  T d = ax - g[0];
+  T e = ay - g[1];
+  d = e < d ? e : d;  // std::min(d, e)
+  e = g[2] - ax;
+  d = e < d ? e : d;
+  e = g[3] - ay;
+  d = e < d ? e : d;
+  in_gts = d > kTalInGtsEps;
+}
 
 /// Assigns B images at once. pd_scores [B, A, nc] probabilities; pd_bboxes [B, A, 4] xyxy px;
 /// anc [A, 2] px; gt_labels [B, M] (float class ids); gt_bboxes [B, M, 4] xyxy px; mask_gt [B, M]

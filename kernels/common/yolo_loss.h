@@ -6,8 +6,77 @@
 #include <cstdint>
 
 #include "engine/backend.h"
+#include "engine/hd.h"
+#include "kernels/common/box_loss.h"
 
 namespace kernels {
+
+// --- per-anchor math shared by the CPU twin (kernels/cpu/yolo_loss.cpp) and the CUDA kernels ---
+
+/// Decodes anchor `a`'s row p[no] (official DDetect bbox_decode: softmax-expectation per side, then
+/// dist2bbox xyxy; sigmoid scores): scores[nc], bg[4] in grid units, bp[4] = bg * stride.
+template <typename T>
+Y9_HD void yolo_decode_one(const T* p, T ax, T ay, T st, int64_t nc, int reg, T* scores, T* bg, T* bp) {
+  T d[4];
+  for (int s = 0; s < 4; ++s) d[s] = dfl_expect_fwd<T>(p + s * reg, reg, nullptr);
+  bg[0] = ax - d[0];
+  bg[1] = ay - d[1];
+  bg[2] = ax + d[2];
+  bg[3] = ay + d[3];
+  for (int k = 0; k < 4; ++k) bp[k] = bg[k] * st;
+  for (int64_t c = 0; c < nc; ++c) scores[c] = T(1) / (T(1) + k_exp_box(-p[4 * reg + c]));
+}
+
+/// Adds anchor i's terms to the running double sums, in the CPU twin's order (official
+/// ComputeLoss: BCE over every class of every anchor; for a foreground anchor (1 - CIoU(pred,
+/// target / stride)) * w and the DFL of bbox2dist(anchor, target, reg - 1) times w, with
+/// w = target_scores.sum(-1) in T). p: pred row [no]; bg: decoded box, grid units; tb: target
+/// box px; ts: target_scores row [nc].
+template <typename T>
+Y9_HD void yolo_anchor_loss_add(const T* p, const T* bg, T ax, T ay, T st, const T* tb, const T* ts, bool fg,
+                                int64_t nc, int reg, double& ts_sum, double& cls, double& box, double& dfl) {
+  for (int64_t c = 0; c < nc; ++c) {
+    ts_sum += static_cast<double>(ts[c]);
+    cls += static_cast<double>(bce_logits_fwd<T>(p[4 * reg + c], ts[c]));
+  }
+  if (!fg) return;
+  T wt = T(0);  // bbox_weight = target_scores.sum(-1) in T
+  for (int64_t c = 0; c < nc; ++c) wt += ts[c];
+  T tg[4];
+  for (int k = 0; k < 4; ++k) tg[k] = tb[k] / st;  // official: target_bboxes /= stride_tensor
+  const T iou = ciou_fwd<T>(bg, tg, static_cast<T>(kCiouEps));
+  box += static_cast<double>((T(1) - iou) * wt);
+  T ltrb[4];
+  bbox2dist_one<T>(ax, ay, tg, static_cast<double>(reg - 1), ltrb);
+  T s = T(0);
+  for (int k = 0; k < 4; ++k) s += dfl_side_fwd<T>(p + k * reg, reg, ltrb[k]);
+  dfl += static_cast<double>(s / T(4) * wt);
+}
+
+/// Gradient of one anchor's terms w.r.t. its pred row, g[no] (overwritten): cc * dBCE/dlogit for
+/// the classes; for a foreground anchor the CIoU gradient (scaled by -cb * w) through the decode
+/// (x1 = ax - l, ...) and the softmax expectation, plus cd * w / 4 * dDFL/dlogits.
+/// cb, cc, cd: the gains already divided by target_scores_sum.
+template <typename T>
+Y9_HD void yolo_anchor_loss_grad(const T* p, const T* bg, T ax, T ay, T st, const T* tb, const T* ts, bool fg,
+                                 int64_t nc, int reg, T cb, T cc, T cd, T* g) {
+  for (int64_t c = 0; c < nc; ++c) g[4 * reg + c] = cc * bce_logits_bwd<T>(p[4 * reg + c], ts[c]);
+  for (int k = 0; k < 4 * reg; ++k) g[k] = T(0);
+  if (!fg) return;
+  T wt = T(0);
+  for (int64_t c = 0; c < nc; ++c) wt += ts[c];
+  T tg[4];
+  for (int k = 0; k < 4; ++k) tg[k] = tb[k] / st;
+  T gpb[4] = {0, 0, 0, 0}, gtb[4] = {0, 0, 0, 0};
+  ciou_bwd<T>(bg, tg, static_cast<T>(kCiouEps), -cb * wt, gpb, gtb);
+  const T gd[4] = {-gpb[0], -gpb[1], gpb[2], gpb[3]};
+  for (int k = 0; k < 4; ++k) dfl_expect_bwd<T>(p + k * reg, reg, gd[k], g + k * reg);
+  T ltrb[4];
+  bbox2dist_one<T>(ax, ay, tg, static_cast<double>(reg - 1), ltrb);
+  for (int k = 0; k < 4; ++k) dfl_side_bwd<T>(p + k * reg, reg, ltrb[k], cd * wt / T(4), g + k * reg);
+}
+
+// --- kernel entries -----------------------------------------------------------------------------
 
 /// Decodes pred into sigmoid scores [B, A, nc], boxes in grid units [B, A, 4] (xyxy) and the same
 /// boxes times the anchor stride [B, A, 4] (px, what the assigner sees).

@@ -15,9 +15,6 @@ namespace kernels::cpu {
 
 namespace {
 
-// select_candidates_in_gts(eps=1e-9): its own default, not the assigner's eps.
-constexpr double kInGtsEps = 1e-9;
-
 // torch.topk (CPU, PyTorch 1.13 TopKImpl.h) index set for `largest=true`.
 template <typename T>
 void topk_indices(const T* row, int64_t n, int64_t k, std::vector<std::pair<double, int64_t>>& q, int64_t* out) {
@@ -34,12 +31,6 @@ void topk_indices(const T* row, int64_t n, int64_t k, std::vector<std::pair<doub
     std::sort(q.begin(), q.begin() + k - 1, cmp);
   }
   for (int64_t j = 0; j < k; ++j) out[j] = q[j].second;
-}
-
-template <typename T>
-T pow_t(T x, T p) {
-  if (p == T(0.5)) return std::sqrt(x);  // torch pow(x, 0.5) dispatches to sqrt
-  return std::pow(x, p);
 }
 
 }  // namespace
@@ -86,17 +77,10 @@ void tal_assign_cpu(const T* pd_scores, const T* pd_bboxes, const T* anc, const 
       T* al = align.data() + bm * A;
       for (int64_t a = 0; a < A; ++a) {
         const T* pb = pd_bboxes + (b * A + a) * 4;
-        T o = ciou_fwd<T>(g, pb, static_cast<T>(kCiouEps));
-        o = o < T(0) ? T(0) : o;  // clamp(0); NaN propagates like torch
-        ov[a] = o;
-        const T s = (label >= 0 && label < nc) ? pd_scores[(b * A + a) * nc + label] : T(0);
-        al[a] = pow_t(s, alpha) * pow_t(o, beta);
-        const T ax = anc[a * 2], ay = anc[a * 2 + 1];
-        T d = ax - g[0];
-        d = std::min(d, ay - g[1]);
-        d = std::min(d, g[2] - ax);
-        d = std::min(d, g[3] - ay);
-        in_gts[a] = d > kInGtsEps ? 1 : 0;
+        bool in = false;
+        tal_metric_one<T>(g, label, nc, pd_scores + (b * A + a) * nc, pb, anc[a * 2], anc[a * 2 + 1], alpha, beta,
+                          ov[a], al[a], in);
+        in_gts[a] = in ? 1 : 0;
         metric[a] = al[a] * static_cast<T>(in_gts[a]);
       }
       topk_indices(metric.data(), A, K, q, idx.data());

@@ -13,11 +13,6 @@ namespace kernels::cpu {
 namespace {
 // Below this many anchors the OpenMP fork/join costs more than the work (small images, tests).
 constexpr int64_t kParallelMin = 4096;
-// Target box of a positive anchor in grid units (official: target_bboxes /= stride_tensor).
-template <typename T>
-void target_grid(const T* tb_px, T s, T* out) {
-  for (int k = 0; k < 4; ++k) out[k] = tb_px[k] / s;
-}
 }  // namespace
 
 template <typename T>
@@ -27,17 +22,8 @@ void yolo_decode_cpu(const T* pred, const T* anc, const T* stride, int64_t B, in
 #pragma omp parallel for schedule(static) if (B * A > kParallelMin)
   for (int64_t i = 0; i < B * A; ++i) {
     const int64_t a = i % A;
-    const T* p = pred + i * no;
-    T d[4];
-    for (int s = 0; s < 4; ++s) d[s] = dfl_expect_fwd<T>(p + s * reg, reg, nullptr);
-    const T ax = anc[a * 2], ay = anc[a * 2 + 1], st = stride[a];
-    T* bg = box_grid + i * 4;
-    bg[0] = ax - d[0];
-    bg[1] = ay - d[1];
-    bg[2] = ax + d[2];
-    bg[3] = ay + d[3];
-    for (int k = 0; k < 4; ++k) box_px[i * 4 + k] = bg[k] * st;
-    for (int64_t c = 0; c < nc; ++c) scores[i * nc + c] = T(1) / (T(1) + k_exp_box(-p[4 * reg + c]));
+    yolo_decode_one<T>(pred + i * no, anc[a * 2], anc[a * 2 + 1], stride[a], nc, reg, scores + i * nc,
+                       box_grid + i * 4, box_px + i * 4);
   }
 }
 
@@ -53,24 +39,8 @@ void yolo_branch_loss_forward_cpu(const T* pred, const T* box_grid, const T* anc
     double ts_sum = 0, cls = 0, box = 0, dfl = 0;
     for (int64_t i = b * A; i < (b + 1) * A; ++i) {
       const int64_t a = i % A;
-      const T* p = pred + i * no;
-      const T* ts = target_scores + i * nc;
-      for (int64_t c = 0; c < nc; ++c) {
-        ts_sum += static_cast<double>(ts[c]);
-        cls += static_cast<double>(bce_logits_fwd<T>(p[4 * reg + c], ts[c]));
-      }
-      if (!fg[i]) continue;
-      T wt = T(0);  // bbox_weight = target_scores.sum(-1) in T
-      for (int64_t c = 0; c < nc; ++c) wt += ts[c];
-      T tg[4];
-      target_grid(target_bboxes + i * 4, stride[a], tg);
-      const T iou = ciou_fwd<T>(box_grid + i * 4, tg, static_cast<T>(kCiouEps));
-      box += static_cast<double>((T(1) - iou) * wt);
-      T ltrb[4];
-      bbox2dist_one<T>(anc[a * 2], anc[a * 2 + 1], tg, static_cast<double>(reg - 1), ltrb);
-      T s = T(0);
-      for (int k = 0; k < 4; ++k) s += dfl_side_fwd<T>(p + k * reg, reg, ltrb[k]);
-      dfl += static_cast<double>(s / T(4) * wt);
+      yolo_anchor_loss_add<T>(pred + i * no, box_grid + i * 4, anc[a * 2], anc[a * 2 + 1], stride[a],
+                              target_bboxes + i * 4, target_scores + i * nc, fg[i], nc, reg, ts_sum, cls, box, dfl);
     }
     part[b * 4] = ts_sum;
     part[b * 4 + 1] = cls;
@@ -100,25 +70,9 @@ void yolo_branch_loss_backward_cpu(const T* pred, const T* box_grid, const T* an
 #pragma omp parallel for schedule(static) if (B * A > kParallelMin)
   for (int64_t i = 0; i < B * A; ++i) {
     const int64_t a = i % A;
-    const T* p = pred + i * no;
-    const T* ts = target_scores + i * nc;
-    T* g = grad_pred + i * no;
-    for (int64_t c = 0; c < nc; ++c) g[4 * reg + c] = cc * bce_logits_bwd<T>(p[4 * reg + c], ts[c]);
-    for (int k = 0; k < 4 * reg; ++k) g[k] = T(0);
-    if (!fg[i]) continue;
-    T wt = T(0);
-    for (int64_t c = 0; c < nc; ++c) wt += ts[c];
-    T tg[4];
-    target_grid(target_bboxes + i * 4, stride[a], tg);
-    // Box: d[(1 - CIoU(pred, tgt)) * w] / d pred_box, then through the decode (x1 = ax - l, ...).
-    T gpb[4] = {0, 0, 0, 0}, gtb[4] = {0, 0, 0, 0};
-    ciou_bwd<T>(box_grid + i * 4, tg, static_cast<T>(kCiouEps), -cb * wt, gpb, gtb);
-    const T gd[4] = {-gpb[0], -gpb[1], gpb[2], gpb[3]};
-    for (int k = 0; k < 4; ++k) dfl_expect_bwd<T>(p + k * reg, reg, gd[k], g + k * reg);
-    // DFL.
-    T ltrb[4];
-    bbox2dist_one<T>(anc[a * 2], anc[a * 2 + 1], tg, static_cast<double>(reg - 1), ltrb);
-    for (int k = 0; k < 4; ++k) dfl_side_bwd<T>(p + k * reg, reg, ltrb[k], cd * wt / T(4), g + k * reg);
+    yolo_anchor_loss_grad<T>(pred + i * no, box_grid + i * 4, anc[a * 2], anc[a * 2 + 1], stride[a],
+                             target_bboxes + i * 4, target_scores + i * nc, fg[i], nc, reg, cb, cc, cd,
+                             grad_pred + i * no);
   }
 }
 

@@ -274,8 +274,11 @@ std::vector<Row> rows() {
                  cfg.num_classes = 3;
                  ops::TalResult t = ops::tal_assign(x[0], x[1], x[2], x[3], x[4], x[5], cfg);
                  const DType dt = x[0].dtype();
-                 return ops::concat({t.target_labels.to(dt).reshape({2, 25, 1}), t.target_bboxes, t.target_scores,
-                                     t.fg_mask.to(dt).reshape({2, 25, 1}), t.target_gt_idx.to(dt).reshape({2, 25, 1})},
+                 // Packed on the host: the row checks tal_assign, not the device's concat/convert.
+                 const Device h = Device::cpu();
+                 return ops::concat({t.target_labels.to(h).to(dt).reshape({2, 25, 1}), t.target_bboxes.to(h),
+                                     t.target_scores.to(h), t.fg_mask.to(h).to(dt).reshape({2, 25, 1}),
+                                     t.target_gt_idx.to(h).to(dt).reshape({2, 25, 1})},
                                     2);
                },
                GradMode::None});
