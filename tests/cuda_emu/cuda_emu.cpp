@@ -762,6 +762,8 @@ const char* cudaGetErrorName(cudaError_t err) {
     case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
     case cudaErrorNotReady: return "cudaErrorNotReady";
     case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorNoDevice: return "cudaErrorNoDevice";
+    case cudaErrorInsufficientDriver: return "cudaErrorInsufficientDriver";
     case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
   }
   return "cudaErrorUnknown";

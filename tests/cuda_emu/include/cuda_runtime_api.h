@@ -18,10 +18,12 @@ enum cudaError_t {
   cudaErrorInvalidValue = 1,
   cudaErrorMemoryAllocation = 2,
   cudaErrorInvalidConfiguration = 9,
+  cudaErrorInsufficientDriver = 35,
   cudaErrorInvalidDevicePointer = 17,
   cudaErrorInvalidMemcpyDirection = 21,
   cudaErrorInvalidResourceHandle = 400,
   cudaErrorNotReady = 600,
+  cudaErrorNoDevice = 100,
   cudaErrorInvalidDevice = 101,
   cudaErrorLaunchFailure = 719,
 };
