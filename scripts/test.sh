@@ -4,7 +4,8 @@
 # qemu-user (Y9_AARCH64_TEST=0 skips that), runs the CUDA kernels under the CUDA-on-CPU emulator
 # (docs/cuda_emulator.md; plain and ASan; Y9_EMU_TEST=0 skips that), then fuzzes the input parsers
 # for a bounded time (scripts/fuzz.sh: Y9_FUZZ_SECONDS per parser, default 30; Y9_FUZZ_SECONDS=0
-# skips it). GPU tests skip cleanly on a machine without a GPU.
+# skips it). With nvcc, scripts/ptxas_check.py checks the kernels for register
+# spills. GPU tests skip cleanly on a machine without a GPU.
 # Usage: bash scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +16,12 @@ BUILD_DIR=${BUILD_DIR:-build}
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DY9_BUILD_TESTS=ON -DY9_BUILD_BENCH=ON ${Y9_CMAKE_ARGS:-}
 cmake --build "$BUILD_DIR" -j "$(nproc)"
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$(nproc)" ${Y9_CTEST_ARGS:-}
+# Static checks of the CUDA kernels (issue 11; Y9_PTXAS_CHECK=0 skips): every kernels/cuda/*.cu
+# compiled again for sm_80 and sm_90 with ptxas -v, -warn-spills and -warn-lmem-usage; fails on a
+# register spill; the per-kernel registers / shared memory table goes to $BUILD_DIR/ptxas_table.md.
+if [ "${Y9_PTXAS_CHECK:-1}" != "0" ] && command -v nvcc >/dev/null; then
+  python3 scripts/ptxas_check.py "$BUILD_DIR" --table "$BUILD_DIR/ptxas_table.md" --jobs "$(nproc)"
+fi
 # The embedded inference build (docs/inference.md; Y9_INFERENCE_TEST=0 skips it): its own build
 # folder, then its test against the full build above (readelf NEEDED, identical boxes).
 if [ "${Y9_INFERENCE_TEST:-1}" != "0" ]; then
