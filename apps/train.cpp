@@ -36,7 +36,8 @@ std::vector<std::string> process_argv() {
 void register_train(CLI::App& app) {
   static training::TrainOptions o;  // CLI11 binds options to storage that outlives parsing
   static CLI::App* sub_ptr = nullptr;
-  static std::string evolve_s, cache_s, upload_s;
+  static std::string evolve_s, cache_s, upload_s, amp_s;
+  static bool no_amp = false;
   add_command(
       app, "train", "train a model (official train_dual.py flags)",
       [](CLI::App& sub) {
@@ -129,6 +130,11 @@ void register_train(CLI::App& app) {
                        "every N epochs (and the last), write the EMA model's feature-map grids of the first val "
                        "image to features/epoch<E>/ (as detect --visualize); 0 = off")
             ->capture_default_str();
+        sub.add_option("--amp", amp_s,
+                       "mixed precision: --amp (FP16 with dynamic loss scaling, the official default on CUDA) or "
+                       "--amp bf16; CUDA only (ignored with a notice on the CPU)")
+            ->expected(0, 1);
+        sub.add_flag("--no-amp", no_amp, "train in FP32 even on CUDA");
         sub.add_option("--stop-after-batches", o.stop_after_batches,
                        "testing: behave as if interrupted after N iterations (saves last, exits 0)")
             ->group("");
@@ -144,6 +150,12 @@ void register_train(CLI::App& app) {
           o.evolve = g;
         }
         if (sub_ptr->count("--cache")) o.cache = cache_s.empty() ? "ram" : cache_s;
+        if (sub_ptr->count("--amp") && no_amp) {
+          std::fprintf(stderr, "--amp and --no-amp exclude each other\n");
+          return 2;
+        }
+        if (sub_ptr->count("--amp")) o.amp = amp_s.empty() ? "fp16" : amp_s;
+        if (no_amp) o.amp = "off";
         if (sub_ptr->count("--upload_dataset")) o.upload_dataset = upload_s.empty() ? "True" : upload_s;
         // `--device 0,1,2,3` (official: one process per listed GPU) or `--device cpu:0,cpu:1` (one
         // CPU process per item): spawn the ranks, unless this process already is one (a launcher

@@ -54,7 +54,7 @@ namespace training {
   X(flat_cos_lr) X(fixed_lr) X(label_smoothing) X(patience) X(freeze) X(save_period) X(seed)              \
   X(local_rank) X(min_items) X(close_mosaic) X(entity) X(upload_dataset) X(bbox_interval)                 \
   X(artifact_alias) X(deterministic) X(fp32_init) X(nbs) X(plot_features) X(save_dir) X(accumulate) X(allreduce)  \
-  X(bucket_mb) X(grad_dtype) X(master_port) X(val_distributed) X(trace)
+  X(bucket_mb) X(grad_dtype) X(master_port) X(val_distributed) X(trace) X(amp)
 
 nlohmann::ordered_json options_to_json(const TrainOptions& o) {
   nlohmann::ordered_json j;
@@ -510,6 +510,12 @@ void Trainer::setup_notices() {
   if (o.label_smoothing != 0.0) notice("--label-smoothing", "has no effect with the TAL loss (as officially)");
   if (!o.device.empty() && o.device.compare(0, 3, "cpu") != 0)
     notice("--device", "CUDA training is not wired into `yolov9 train` yet; training on the CPU");
+  {
+    // Official: amp = check_amp(model) on CUDA, off on the CPU. Training runs on the CPU here.
+    std::string why;
+    amp_mode_ = resolve_amp_mode(o.amp, /*cuda_training=*/false, &why);
+    if (!why.empty()) notice(("--amp " + o.amp).c_str(), why.c_str());
+  }
   Y9_CHECK_T(engine::ConfigError, o.epochs > 0 && o.epochs <= kMaxEpochs, "--epochs must be in 1..", kMaxEpochs,
              " (got ", o.epochs, ")");
   Y9_CHECK_T(engine::ConfigError, o.batch_size > 0, "--batch-size must be > 0 (AutoBatch -1 needs CUDA; got ",
@@ -779,6 +785,9 @@ void Trainer::setup_optimizer() {
   std::vector<engine::FlatBuffer> flats{store_->params()};
   if (flat_buffers_.flat.defined()) flats.push_back(flat_buffers_);
   ema_ = std::make_unique<ModelEMA>(flats, model_->state_dict());
+  GradScalerOptions so;  // PyTorch defaults, as official GradScaler(enabled=amp)
+  so.enabled = amp_mode_ == AmpMode::FP16;
+  scaler_ = std::make_unique<GradScaler>(store_->grads().flat.device(), so);
   stopper_.patience = o_.patience;
 }
 
@@ -1207,6 +1216,7 @@ Trainer::EpochEnd Trainer::run_epoch(int64_t epoch) {
     grad_norm_sum_ = 0;
     grad_norm_steps_ = 0;
   }
+  amp_skipped_epoch_ = 0;
   std::printf("\n%11s%11s%11s%11s%11s%11s%11s\n", "Epoch", "CPU_mem", "box_loss", "cls_loss", "dfl_loss",
               "Instances", "Size");
   std::fflush(stdout);
@@ -1366,7 +1376,7 @@ void Trainer::step(const io::Batch& batch, int64_t epoch, int64_t i, int64_t ni,
   if (red) red->begin_backward(update);  // gradients are all-reduced only on the step that updates
   const int64_t t_bwd = tr ? tr->now_us() : 0;
   if (tr) trace_span_t0_ = trace_last_hook_ = t_bwd, trace_layer_ = -1;
-  L.total.backward();
+  scaler_->scale(L.total).backward();  // the loss itself when AMP is off
   if (tr) trace_backward_end();
   if (red && update) {
     const int64_t t_wait = tr ? tr->now_us() : 0;
@@ -1376,10 +1386,16 @@ void Trainer::step(const io::Batch& batch, int64_t epoch, int64_t i, int64_t ni,
   times[3] += lap();
   if (update) {
     const int64_t t_opt = tr ? tr->now_us() : 0;
-    record_grad_norm(epoch, i, ni, clip_grad_norm_(*store_, kClipMaxNorm));
-    opt_->step();
-    opt_->zero_grad();
-    ema_->update();
+    // Official: scaler.unscale_; clip_grad_norm_(10.0); scaler.step; scaler.update; zero_grad;
+    // ema.update (also after a step the scaler skipped for inf/NaN gradients).
+    const ScaledStepResult sr = scaled_optimizer_step(*scaler_, *opt_, *ema_, kClipMaxNorm);
+    if (sr.stepped) {
+      record_grad_norm(epoch, i, ni, sr.grad_norm);
+    } else {
+      ++amp_skipped_epoch_;
+      std::printf("\nnotice: AMP skipped the optimizer step at epoch %lld batch %lld (inf/NaN gradients); loss "
+                  "scale now %g\n", (long long)epoch, (long long)i, scaler_->get_scale());
+    }
     last_opt_step_ = ni;
     if (tr) tr->complete("optimizer + EMA", "compute", t_opt, tr->now_us() - t_opt);
   }
@@ -1460,6 +1476,10 @@ bool Trainer::end_epoch(int64_t epoch, const std::array<double, 3>& mloss, doubl
               (long long)epoch, (long long)(o_.epochs - 1), mloss[0], mloss[1], mloss[2], vr.box, vr.cls, vr.dfl, vr.p,
               vr.r, vr.map50, vr.map, fi, best_fitness_, lrs[1], gn_mean, t_epoch,
               t_train > 0 ? static_cast<double>(images) / t_train : 0.0);
+  if (scaler_ && scaler_->enabled())
+    std::printf("  AMP (%s): %lld optimizer steps skipped this epoch (inf/NaN gradients), %lld in all; loss scale %g\n",
+                amp_mode_name(amp_mode_), (long long)amp_skipped_epoch_, (long long)scaler_->skipped_steps(),
+                scaler_->get_scale());
   const double nbd = static_cast<double>(batches);
   std::printf("  time per batch: data wait %.0f ms, forward %.0f ms, loss %.0f ms, backward %.0f ms, "
               "optimizer+EMA %.0f ms\n", 1e3 * times[0] / nbd, 1e3 * times[1] / nbd, 1e3 * times[2] / nbd,

@@ -18,6 +18,7 @@
 
 #include "apps/training/dist/data_parallel.h"
 #include "apps/training/ema.h"
+#include "apps/training/grad_scaler.h"
 #include "apps/training/optim.h"
 #include "apps/training/option_checks.h"
 #include "apps/training/param_store.h"
@@ -88,6 +89,10 @@ struct TrainOptions {
   int64_t master_port = 0;         ///< --master-port: rendezvous port of --device 0,1,.. (0: a free one)
   bool val_distributed = false;    ///< --val-distributed: validation sharded across the ranks
   std::string trace;               ///< --trace FILE: Chrome-trace JSON of a few steps
+  /// Mixed precision: "auto" (official: AMP iff training on CUDA), "fp16" (--amp), "bf16"
+  /// (--amp bf16), "off" (--no-amp). AMP is CUDA-only: on the CPU it stays off (a notice when
+  /// forced).
+  std::string amp = "auto";
 };
 
 /// TrainOptions <-> JSON (opt.yaml, checkpoint metadata "opt"); every field, in declaration order.
@@ -206,6 +211,11 @@ class Trainer {
   std::unique_ptr<Optimizer> opt_;
   std::unique_ptr<LambdaLR> sched_;
   std::unique_ptr<ModelEMA> ema_;
+  /// Dynamic loss scaling (torch.cuda.amp.GradScaler); disabled (a pass-through) unless FP16 AMP
+  /// is on. Not saved in checkpoints (official train_dual.py does not save it).
+  std::unique_ptr<GradScaler> scaler_;
+  AmpMode amp_mode_ = AmpMode::Off;
+  int64_t amp_skipped_epoch_ = 0;  ///< optimizer steps the scaler skipped this epoch
   OptimizerKind opt_kind_ = OptimizerKind::SGD;
   int64_t accumulate_ = 1;
   WarmupHyp warmup_;

@@ -24,6 +24,7 @@
 #include "engine/core_kernels.h"
 #include "engine/layout.h"
 #include "engine/rng.h"
+#include "kernels/common/amp.h"
 #include "kernels/common/box_loss.h"
 #include "kernels/common/comm.h"
 #include "kernels/common/optim.h"
@@ -442,6 +443,50 @@ std::vector<Row> rows() {
                },
                GradMode::None,
                [](const Inputs& x) { return ops::mul(x[0].to(DType::F64), Tensor::full({}, 2.0, DType::F64)); }});
+  // AMP loss scaling (kernels/common/amp.h): unscale over two ranges (finite values; an inf inside
+  // a range sets found_inf; a NaN in the gap between the ranges does not), then the scale update
+  // after a finite step (growth at the interval) and after an inf (back-off).
+  r.push_back({"amp_unscale, amp_update_scale", {"amp_unscale", "amp_update_scale"},
+               [=] { return std::vector<Input>{in(rnd({134}, 160), false)}; },
+               [](const Inputs& x) {
+                 const Device dev = x[0].device();
+                 const auto rg = Flat::ranges();
+                 auto un = engine::kernel(kernels::kAmpUnscale, DType::F32, dev);
+                 auto up = engine::kernel(kernels::kAmpUpdateScale, DType::F32, dev);
+                 Tensor inv = Tensor::full({1}, 0.25, DType::F32, dev);
+                 std::vector<Tensor> found;
+                 Tensor g1 = x[0].clone();
+                 std::vector<float> host = x[0].to_vector<float>();
+                 std::vector<float> h2 = host, h3 = host;
+                 h2[100] = INFINITY;
+                 h3[50] = NAN;  // in the gap: not checked
+                 std::vector<Tensor> gs = {g1, Tensor::from_vector<float>(h2, {134}).to(dev),
+                                           Tensor::from_vector<float>(h3, {134}).to(dev)};
+                 for (Tensor& g : gs) {
+                   found.push_back(Tensor::zeros({1}, DType::F32, dev));
+                   un.fn(un.ctx, g.data<float>(), rg.data(), 2, inv.data<float>(), found.back().data<float>());
+                 }
+                 std::vector<Tensor> out = {g1};
+                 for (int k = 0; k < 2; ++k) {
+                   Tensor scale = Tensor::full({1}, 1024.0, DType::F32, dev);
+                   Tensor tracker = Tensor::from_vector<int32_t>({1}, {1}).to(dev);
+                   up.fn(up.ctx, scale.data<float>(), tracker.data<int32_t>(), found[static_cast<size_t>(k)].data<float>(),
+                         2.0, 0.5, 2);
+                   out.push_back(scale);
+                   out.push_back(tracker.to(Device::cpu()).to(DType::F32));
+                 }
+                 out.insert(out.end(), found.begin(), found.end());
+                 return Flat::join(out);
+               },
+               GradMode::None,
+               [](const Inputs& x) {
+                 auto g = x[0].to_vector<float>();
+                 for (const auto& rg : Flat::ranges())
+                   for (int64_t i = rg.offset; i < rg.offset + rg.n; ++i) g[i] = g[i] * 0.25f;
+                 // finite: tracker 1 -> 2 == interval: scale 2048, tracker 0; inf: 512, 0.
+                 for (float v : {2048.f, 0.f, 512.f, 0.f, 0.f, 1.f, 0.f}) g.push_back(v);
+                 return Tensor::from_vector<float>(g, {141}).to(DType::F64);
+               }});
   r.push_back({"sum_squares (per range)", {"sum_squares"}, [=] { return std::vector<Input>{in(rnd({70000}, 140), false)}; },
                [](const Inputs& x) {
                  const std::vector<kernels::FlatRange> rg = {{0, 5}, {5, 17000}, {17100, 52900}};

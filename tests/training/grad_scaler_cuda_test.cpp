@@ -1,0 +1,211 @@
+// GradScaler on cuda:0 with FP16 gradients (issue 11, AMP under the emulator or a GPU): a small
+// autocast-style FP16 computation (F32 master parameters cast to F16, F16 elementwise forward,
+// the loss reduced in F32), scaled backward so that the F16 gradients overflow at the large
+// initial scales (the natural inf of AMP), unscaled into the F32 master gradient buffer by the
+// CUDA amp_unscale entry; the scaler skips, halves, steps and grows exactly as on the CPU twin
+// running the same computation, plus an injected NaN. Also the CUDA entries against their CPU
+// twins on a longer buffer with several ranges and non-finite values inside and outside them.
+// Label gpu: skips without a device (fails with Y9_REQUIRE_GPU=1); the emulator build runs it in
+// both thread orders.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "apps/training/ema.h"
+#include "apps/training/grad_scaler.h"
+#include "apps/training/optim.h"
+#include "apps/training/param_store.h"
+#include "engine/autograd.h"
+#include "engine/backend.h"
+#include "engine/cuda_runtime.h"
+#include "kernels/common/amp.h"
+#include "ops/ops.h"
+#include "ops/reduce.h"
+#include "tests/testutil.h"
+
+namespace {
+
+using engine::Device;
+using engine::DType;
+using engine::Tensor;
+
+std::vector<float> rand_vec(size_t n, uint64_t seed, float lo = -1.f, float hi = 1.f) {
+  std::mt19937 gen(static_cast<uint32_t>(seed));
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(gen);
+  return v;
+}
+
+constexpr int64_t kN = 64;
+constexpr int kSteps = 8;
+
+struct Trace {
+  std::vector<double> scales;
+  std::vector<int64_t> trackers;
+  std::vector<bool> stepped;
+  std::vector<float> params, momentum, ema;
+  int64_t ema_updates = 0;
+  int64_t skipped = 0;
+  std::vector<float> first_finite_grads;  // unscaled F32 master gradients of the first finite step
+};
+
+/// The FP16 scenario on `dev`: w, b (F32 masters, 64 each); y = x16 * half(w) + half(b) in F16;
+/// loss = mean(float(y * y)). x[5] = 4 and w[5] = 8 make y[5] = 32, so the F16 gradient of y
+/// (2 * y * scale / 64, summed over the two factors of y * y) and of w (times x) overflow F16 at
+/// the scales 65536, 32768 and 16384 (three skips, scale 8192), then three finite steps grow the
+/// scale to 16384 (growth_interval 3), an injected NaN in b's master gradient skips step 6 (back
+/// to 8192) and step 7 steps.
+Trace run_scenario(Device dev) {
+  std::vector<float> w0 = rand_vec(kN, 1), b0 = rand_vec(kN, 2, -0.1f, 0.1f), xv = rand_vec(kN, 3);
+  w0[5] = 8.f;
+  b0[5] = 0.f;
+  xv[5] = 4.f;
+  Tensor w = Tensor::from_vector<float>(w0, {kN}).to(dev);
+  Tensor b = Tensor::from_vector<float>(b0, {kN}).to(dev);
+  w.set_requires_grad(true);
+  b.set_requires_grad(true);
+  training::ParamStore store({{"w", w}, {"b", b}});
+  training::SGD opt(store);
+  training::ParamGroup g;
+  g.params = store.named_params();
+  g.lr = 0.01;
+  g.momentum = 0.937;
+  g.nesterov = true;
+  g.weight_decay = 5e-4;
+  opt.add_param_group(g);
+  training::ModelEMA ema({store.params()}, store.named_params());
+  training::GradScalerOptions o;
+  o.growth_interval = 3;
+  training::GradScaler scaler(dev, o);
+  const Tensor x16 = Tensor::from_vector<float>(xv, {kN}).to(DType::F16).to(dev);
+
+  Trace t;
+  for (int step = 0; step < kSteps; ++step) {
+    const Tensor w16 = store.param(0).to(DType::F16), b16 = store.param(1).to(DType::F16);
+    const Tensor y = ops::add(ops::mul(x16, w16), b16);
+    EXPECT_EQ(y.dtype(), DType::F16);
+    const Tensor loss = ops::mean(ops::mul(y, y).to(DType::F32));
+    scaler.scale(loss).backward();
+    if (step == 6) {  // inject a NaN into one master gradient
+      engine::autograd::NoGradGuard ng;
+      Tensor(store.grad_segment(1)).slice(0, 9, 10).fill_(std::numeric_limits<double>::quiet_NaN());
+    }
+    if (step == 3) {
+      // The first finite step: look at the unscaled master gradients before clipping.
+      scaler.unscale(store);
+      t.first_finite_grads = store.grads().flat.to(Device::cpu()).to_vector<float>();
+    }
+    const bool stepped = scaler.step(opt);
+    scaler.update();
+    opt.zero_grad();
+    ema.update();
+    t.scales.push_back(scaler.get_scale());
+    t.trackers.push_back(scaler.growth_tracker());
+    t.stepped.push_back(stepped);
+  }
+  t.params = store.params().flat.to(Device::cpu()).to_vector<float>();
+  t.momentum = opt.state("w", "momentum_buffer").to(Device::cpu()).to_vector<float>();
+  for (const auto& [name, e] : ema.state()) {
+    auto v = e.to(Device::cpu()).to_vector<float>();
+    t.ema.insert(t.ema.end(), v.begin(), v.end());
+  }
+  t.ema_updates = ema.updates();
+  t.skipped = scaler.skipped_steps();
+  return t;
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], 1e-5 + 1e-5 * std::fabs(want[i])) << what << " element " << i;
+}
+
+TEST(GradScalerCuda, Fp16StepsSkipHalveAndGrowLikeTheCpuTwin) {
+  Y9_SKIP_WITHOUT_GPU();
+  const Trace gpu = run_scenario(Device::cuda(0));
+  const std::vector<double> want_scale = {32768, 16384, 8192, 8192, 8192, 16384, 8192, 8192};
+  const std::vector<int64_t> want_tracker = {0, 0, 0, 1, 2, 0, 0, 1};
+  const std::vector<bool> want_stepped = {false, false, false, true, true, true, false, true};
+  EXPECT_EQ(gpu.scales, want_scale);
+  EXPECT_EQ(gpu.trackers, want_tracker);
+  EXPECT_EQ(gpu.stepped, want_stepped);
+  EXPECT_EQ(gpu.skipped, 4);
+  EXPECT_EQ(gpu.ema_updates, kSteps) << "the EMA updates on skipped steps too";
+  // Step 3's unscaled gradient of w[5]: d mean(y^2)/dw5 = 2 * y5 * x5 / 64 = 2 * 32 * 4 / 64 = 4
+  // (w untouched by the three skipped steps; every factor is exact in F16 at scale 8192).
+  ASSERT_FALSE(gpu.first_finite_grads.empty());
+  EXPECT_EQ(gpu.first_finite_grads[5], 4.f);
+  for (float v : gpu.first_finite_grads) EXPECT_TRUE(std::isfinite(v));
+
+  // The same computation on the CPU twin.
+  const Trace cpu = run_scenario(Device::cpu());
+  EXPECT_EQ(cpu.scales, gpu.scales);
+  EXPECT_EQ(cpu.trackers, gpu.trackers);
+  EXPECT_EQ(cpu.stepped, gpu.stepped);
+  expect_close(gpu.first_finite_grads, cpu.first_finite_grads, "unscaled gradients");
+  expect_close(gpu.params, cpu.params, "parameters");
+  expect_close(gpu.momentum, cpu.momentum, "momentum");
+  expect_close(gpu.ema, cpu.ema, "ema");
+}
+
+// The entries against the CPU twins: several ranges (one empty) over a buffer longer than one
+// block, an inf inside a range, a NaN and an inf in the gaps (not checked), and the update of the
+// scale for every (found_inf, tracker) case.
+TEST(GradScalerCuda, EntriesMatchTheCpuTwins) {
+  Y9_SKIP_WITHOUT_GPU();
+  const int64_t n = 3000;
+  const std::vector<kernels::FlatRange> rg = {{3, 700}, {703, 0}, {720, 1500}, {2300, 650}};
+  for (int variant = 0; variant < 3; ++variant) {
+    SCOPED_TRACE(variant);
+    std::vector<float> h = rand_vec(static_cast<size_t>(n), 10 + variant, -60000.f, 60000.f);
+    h[710] = std::numeric_limits<float>::quiet_NaN();  // gap
+    h[2990] = std::numeric_limits<float>::infinity();  // gap
+    if (variant == 1) h[1000] = -std::numeric_limits<float>::infinity();
+    if (variant == 2) h[2949] = std::numeric_limits<float>::quiet_NaN();  // last element of the last range
+    std::vector<float> ref = h;
+    float inv = 1.f / 1024.f, found_cpu = 0.f;
+    auto kc = engine::kernel(kernels::kAmpUnscale, DType::F32, Device::cpu());
+    kc.fn(kc.ctx, ref.data(), rg.data(), static_cast<int64_t>(rg.size()), &inv, &found_cpu);
+    EXPECT_EQ(found_cpu, variant == 0 ? 0.f : 1.f);
+
+    Tensor g = Tensor::from_vector<float>(h, {n}).to(Device::cuda(0));
+    Tensor dinv = Tensor::full({1}, 1.0 / 1024.0, DType::F32, Device::cuda(0));
+    Tensor found = Tensor::zeros({1}, DType::F32, Device::cuda(0));
+    auto kg = engine::kernel(kernels::kAmpUnscale, DType::F32, Device::cuda(0));
+    kg.fn(kg.ctx, g.data<float>(), rg.data(), static_cast<int64_t>(rg.size()), dinv.data<float>(), found.data<float>());
+    EXPECT_EQ(found.item<float>(), found_cpu);
+    const std::vector<float> got = g.to(Device::cpu()).to_vector<float>();
+    for (int64_t i = 0; i < n; ++i) {
+      if (std::isnan(ref[i])) {
+        EXPECT_TRUE(std::isnan(got[i])) << i;
+      } else {
+        EXPECT_EQ(got[i], ref[i]) << i;
+      }
+    }
+  }
+  // amp_update_scale: back-off, growth at the interval, plain count, growth to inf refused.
+  struct Case {
+    float scale, found;
+    int32_t tracker;
+  };
+  for (const Case& c : {Case{65536.f, 1.f, 5}, Case{65536.f, 0.f, 1}, Case{65536.f, 0.f, 0}, Case{3e38f, 0.f, 1}}) {
+    float s_cpu = c.scale;
+    int32_t t_cpu = c.tracker;
+    auto kc = engine::kernel(kernels::kAmpUpdateScale, DType::F32, Device::cpu());
+    kc.fn(kc.ctx, &s_cpu, &t_cpu, &c.found, 2.0, 0.5, 2);
+    Tensor s = Tensor::full({1}, c.scale, DType::F32, Device::cuda(0));
+    Tensor t = Tensor::from_vector<int32_t>({c.tracker}, {1}).to(Device::cuda(0));
+    Tensor f = Tensor::full({1}, c.found, DType::F32, Device::cuda(0));
+    auto kg = engine::kernel(kernels::kAmpUpdateScale, DType::F32, Device::cuda(0));
+    kg.fn(kg.ctx, s.data<float>(), t.data<int32_t>(), f.data<float>(), 2.0, 0.5, 2);
+    EXPECT_EQ(s.item<float>(), s_cpu);
+    EXPECT_EQ(t.item<int32_t>(), t_cpu);
+  }
+}
+
+}  // namespace
