@@ -1,9 +1,9 @@
 // GradScaler on cuda:0 with FP16 gradients (issue 11, AMP under the emulator or a GPU): a small
 // autocast-style FP16 computation (F32 master parameters cast to F16, F16 elementwise forward,
 // the loss reduced in F32), scaled backward so that the F16 gradients overflow at the large
-// initial scales (the natural inf of AMP), unscaled into the F32 master gradient buffer by the
-// CUDA amp_unscale entry; the scaler skips, halves, steps and grows exactly as on the CPU twin
-// running the same computation, plus an injected NaN. Also the CUDA entries against their CPU
+// scales (the natural inf of AMP), unscaled into the F32 master gradient buffer by the CUDA
+// amp_unscale entry; the scaler skips, halves, steps and grows exactly as the CPU twin running
+// the same computation (F32 rounded through F16 after every op), plus an injected NaN. Also the CUDA entries against their CPU
 // twins on a longer buffer with several ranges and non-finite values inside and outside them.
 // Label gpu: skips without a device (fails with Y9_REQUIRE_GPU=1); the emulator build runs it in
 // both thread orders.
@@ -42,7 +42,7 @@ std::vector<float> rand_vec(size_t n, uint64_t seed, float lo = -1.f, float hi =
 }
 
 constexpr int64_t kN = 64;
-constexpr int kSteps = 8;
+constexpr int kSteps = 9;
 
 struct Trace {
   std::vector<double> scales;
@@ -54,17 +54,22 @@ struct Trace {
   std::vector<float> first_finite_grads;  // unscaled F32 master gradients of the first finite step
 };
 
-/// The FP16 scenario on `dev`: w, b (F32 masters, 64 each); y = x16 * half(w) + half(b) in F16;
-/// loss = mean(float(y * y)). x[5] = 4 and w[5] = 8 make y[5] = 32, so the F16 gradient of y
-/// (2 * y * scale / 64, summed over the two factors of y * y) and of w (times x) overflow F16 at
-/// the scales 65536, 32768 and 16384 (three skips, scale 8192), then three finite steps grow the
-/// scale to 16384 (growth_interval 3), an injected NaN in b's master gradient skips step 6 (back
-/// to 8192) and step 7 steps.
+/// The FP16 scenario on `dev`: w, b (F32 masters, 64 each), constants x and c;
+///   y = half(x) * half(w) + half(b),  z = y * half(c)   (F16),   loss = mean(float(z)).
+/// On cuda:0 the forward and backward run in F16 tensors. The CPU backend has no F16 arithmetic,
+/// so its twin computes in F32 and rounds through F16 after every op (t.to(F16).to(F32)), which
+/// rounds every forward value and every gradient where the F16 graph does: the same numbers.
+/// c[5] = 64 and x[5] = 4 make the F16 gradients overflow: d/dz = scale / 64 (1024 at 2^16),
+/// d/dy = 64 * that (65536 at 2^16: inf), d/dw5 = 4 * d/dy (inf at 2^15 and 2^14), so the
+/// scaler skips three steps (scale 8192), steps three times (growth_interval 3: the scale grows
+/// to 16384), overflows again (skip, 8192), skips step 7 on a NaN injected into b's master
+/// gradient (4096) and steps at step 8.
 Trace run_scenario(Device dev) {
-  std::vector<float> w0 = rand_vec(kN, 1), b0 = rand_vec(kN, 2, -0.1f, 0.1f), xv = rand_vec(kN, 3);
-  w0[5] = 8.f;
-  b0[5] = 0.f;
+  const bool twin = dev.is_cpu();
+  std::vector<float> w0 = rand_vec(kN, 1), b0 = rand_vec(kN, 2, -0.1f, 0.1f), xv = rand_vec(kN, 3),
+                     cv = rand_vec(kN, 4);
   xv[5] = 4.f;
+  cv[5] = 64.f;
   Tensor w = Tensor::from_vector<float>(w0, {kN}).to(dev);
   Tensor b = Tensor::from_vector<float>(b0, {kN}).to(dev);
   w.set_requires_grad(true);
@@ -82,21 +87,27 @@ Trace run_scenario(Device dev) {
   training::GradScalerOptions o;
   o.growth_interval = 3;
   training::GradScaler scaler(dev, o);
-  const Tensor x16 = Tensor::from_vector<float>(xv, {kN}).to(DType::F16).to(dev);
+  // half(t) and the rounding of an op's result: real F16 tensors on the device, F32 rounded
+  // through F16 on the CPU twin.
+  auto half = [&](const Tensor& t) { return twin ? t.to(DType::F16).to(DType::F32) : t.to(DType::F16); };
+  auto rounded = [&](const Tensor& t) { return twin ? t.to(DType::F16).to(DType::F32) : t; };
+  const Tensor x16 = half(Tensor::from_vector<float>(xv, {kN}).to(dev));
+  const Tensor c16 = half(Tensor::from_vector<float>(cv, {kN}).to(dev));
 
   Trace t;
   for (int step = 0; step < kSteps; ++step) {
-    const Tensor w16 = store.param(0).to(DType::F16), b16 = store.param(1).to(DType::F16);
-    const Tensor y = ops::add(ops::mul(x16, w16), b16);
-    EXPECT_EQ(y.dtype(), DType::F16);
-    const Tensor loss = ops::mean(ops::mul(y, y).to(DType::F32));
+    const Tensor w16 = half(store.param(0)), b16 = half(store.param(1));
+    const Tensor y = rounded(ops::add(rounded(ops::mul(x16, w16)), b16));
+    const Tensor z = rounded(ops::mul(y, c16));
+    EXPECT_EQ(z.dtype(), twin ? DType::F32 : DType::F16);
+    const Tensor loss = ops::mean(z.to(DType::F32));
     scaler.scale(loss).backward();
-    if (step == 6) {  // inject a NaN into one master gradient
+    if (step == 7) {  // inject a NaN into one master gradient
       engine::autograd::NoGradGuard ng;
       Tensor(store.grad_segment(1)).slice(0, 9, 10).fill_(std::numeric_limits<double>::quiet_NaN());
     }
     if (step == 3) {
-      // The first finite step: look at the unscaled master gradients before clipping.
+      // The first finite step: the unscaled master gradients (before any clipping).
       scaler.unscale(store);
       t.first_finite_grads = store.grads().flat.to(Device::cpu()).to_vector<float>();
     }
@@ -122,32 +133,33 @@ Trace run_scenario(Device dev) {
 void expect_close(const std::vector<float>& got, const std::vector<float>& want, const char* what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t i = 0; i < got.size(); ++i)
-    EXPECT_NEAR(got[i], want[i], 1e-5 + 1e-5 * std::fabs(want[i])) << what << " element " << i;
+    EXPECT_NEAR(got[i], want[i], 1e-6 + 1e-6 * std::fabs(want[i])) << what << " element " << i;
 }
 
 TEST(GradScalerCuda, Fp16StepsSkipHalveAndGrowLikeTheCpuTwin) {
   Y9_SKIP_WITHOUT_GPU();
   const Trace gpu = run_scenario(Device::cuda(0));
-  const std::vector<double> want_scale = {32768, 16384, 8192, 8192, 8192, 16384, 8192, 8192};
-  const std::vector<int64_t> want_tracker = {0, 0, 0, 1, 2, 0, 0, 1};
-  const std::vector<bool> want_stepped = {false, false, false, true, true, true, false, true};
+  const std::vector<double> want_scale = {32768, 16384, 8192, 8192, 8192, 16384, 8192, 4096, 4096};
+  const std::vector<int64_t> want_tracker = {0, 0, 0, 1, 2, 0, 0, 0, 1};
+  const std::vector<bool> want_stepped = {false, false, false, true, true, true, false, false, true};
   EXPECT_EQ(gpu.scales, want_scale);
   EXPECT_EQ(gpu.trackers, want_tracker);
   EXPECT_EQ(gpu.stepped, want_stepped);
-  EXPECT_EQ(gpu.skipped, 4);
+  EXPECT_EQ(gpu.skipped, 5);
   EXPECT_EQ(gpu.ema_updates, kSteps) << "the EMA updates on skipped steps too";
-  // Step 3's unscaled gradient of w[5]: d mean(y^2)/dw5 = 2 * y5 * x5 / 64 = 2 * 32 * 4 / 64 = 4
-  // (w untouched by the three skipped steps; every factor is exact in F16 at scale 8192).
+  // Step 3's unscaled gradient of w[5]: d mean(x*w*c)/dw5 = x5 * c5 / 64 = 4, exact in F16 at
+  // scale 8192 (32768 before unscaling).
   ASSERT_FALSE(gpu.first_finite_grads.empty());
   EXPECT_EQ(gpu.first_finite_grads[5], 4.f);
   for (float v : gpu.first_finite_grads) EXPECT_TRUE(std::isfinite(v));
 
-  // The same computation on the CPU twin.
+  // The same computation on the CPU twin: the same skips and scales, the same gradients.
   const Trace cpu = run_scenario(Device::cpu());
   EXPECT_EQ(cpu.scales, gpu.scales);
   EXPECT_EQ(cpu.trackers, gpu.trackers);
   EXPECT_EQ(cpu.stepped, gpu.stepped);
-  expect_close(gpu.first_finite_grads, cpu.first_finite_grads, "unscaled gradients");
+  EXPECT_EQ(cpu.ema_updates, gpu.ema_updates);
+  EXPECT_EQ(cpu.first_finite_grads, gpu.first_finite_grads);
   expect_close(gpu.params, cpu.params, "parameters");
   expect_close(gpu.momentum, cpu.momentum, "momentum");
   expect_close(gpu.ema, cpu.ema, "ema");
