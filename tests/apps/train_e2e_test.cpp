@@ -238,10 +238,18 @@ TEST_F(TrainE2E, ClearErrors) {
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("no-such-flag"), std::string::npos) << r.out;
 
-  r = run(base_args("err") + " --epochs 1 --evolve --bucket x --sync-bn --noautoanchor --stop-after-batches 1");
+  r = run(base_args("err") + " --epochs 1 --evolve --bucket x --sync-bn --noautoanchor --amp --stop-after-batches 1");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("notice: --evolve"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("notice: --sync-bn"), std::string::npos) << r.out;
+  // AMP is CUDA-only (official): forced on the CPU it is dropped with a notice.
+  EXPECT_NE(r.out.find("notice: --amp fp16 ignored: AMP is CUDA-only"), std::string::npos) << r.out;
+  r = run(base_args("err") + " --epochs 1 --amp --no-amp");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--amp and --no-amp exclude each other"), std::string::npos) << r.out;
+  r = run(base_args("err") + " --epochs 1 --amp fp8");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--amp fp8: expected fp16 or bf16"), std::string::npos) << r.out;
 
   // Hyp file without a key the run needs.
   const fs::path hyp = g_root / "hyp_missing.yaml";
