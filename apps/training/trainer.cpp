@@ -1187,7 +1187,11 @@ int Trainer::run_epochs() {
       ++epoch;
       break;
     }
-    if (g_signal != 0 ||
+    // As at every step: the ranks agree on the stop (a signal may reach them at different times).
+    bool stop_now = g_signal != 0;
+    if (dp_ && dp_->world_size() > 1) stop_now = dp_->any(stop_now);
+    if (stop_now && g_signal == 0) g_signal = SIGINT;
+    if (stop_now ||
         (o_.stop_after_batches > 0 && nb_ * (epoch + 1) >= o_.stop_after_batches && epoch + 1 < o_.epochs)) {
       if (o_.nosave && main_) save_last(epoch, 0, epoch_mloss_);
       return interrupted_exit("after epoch", epoch, -1);
@@ -1285,9 +1289,13 @@ Trainer::EpochEnd Trainer::run_epoch(int64_t epoch) {
     if (!o_.noplots && ni < 3 && main_)
       io::plot_images(batch.images, batch.targets, names_,
                       (save_dir_ / fmt("train_batch%lld.jpg", (long long)ni)).string(), Tensor(), batch.paths);
-    // Every rank stops at the same step: a signal that reached some ranks stops all of them.
-    if (dp_ && dp_->world_size() > 1 && dp_->any(g_signal != 0) && g_signal == 0) g_signal = SIGINT;
-    if (g_signal != 0 || (o_.stop_after_batches > 0 && ni + 1 >= o_.stop_after_batches && i + 1 < nb_)) {
+    // Every rank stops at the same step: a signal that reached some ranks stops all of them. The
+    // decision is the agreed value, never a second read of g_signal: a signal landing on one rank
+    // just after the agreement must wait for the next step's, or that rank alone would stop.
+    bool stop_now = g_signal != 0;
+    if (dp_ && dp_->world_size() > 1) stop_now = dp_->any(stop_now);
+    if (stop_now && g_signal == 0) g_signal = SIGINT;
+    if (stop_now || (o_.stop_after_batches > 0 && ni + 1 >= o_.stop_after_batches && i + 1 < nb_)) {
       // Mid-accumulation gradients are per rank: rank 0's checkpoint holds every rank's.
       if (dp_ && dp_->world_size() > 1) gather_rank_grads();
       if (main_) save_last(epoch - 1, i + 1, mloss);
