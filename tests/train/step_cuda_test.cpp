@@ -272,3 +272,4 @@ TEST(CudaStep, Yolov9tTrainingStepMatchesCpu) {
   std::printf("  momentum buffers: worst scaled error %.3g\n", wm);
   std::printf("  total %.1f s\n", seconds_since(t0));
 }
+
