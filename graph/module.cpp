@@ -2,7 +2,9 @@
 #include "graph/module.h"
 
 #include <algorithm>
+#include <unordered_set>
 
+#include "engine/autograd.h"
 #include "engine/error.h"
 
 namespace graph {
@@ -16,6 +18,27 @@ Tensor& Module::register_parameter(const std::string& name, Tensor t, bool train
 Tensor& Module::register_buffer(const std::string& name, Tensor t) {
   buffers_.emplace_back(name, std::move(t));
   return buffers_.back().second;
+}
+
+int64_t Module::to(engine::Device device) {
+  engine::autograd::NoGradGuard no_grad;
+  std::unordered_set<const engine::TensorImpl*> done;
+  int64_t moved = 0;
+  auto move = [&](const Tensor& t) {
+    if (!t.defined() || t.device() == device || !done.insert(t.impl()).second) return;
+    Y9_CHECK(t.is_leaf(), "Module::to: tensor ", t.str(), " is not a leaf (it has a grad_fn)");
+    Tensor d = t.detach().to(device).contiguous();
+    engine::TensorImpl* impl = t.impl();
+    impl->storage = d.storage();
+    impl->offset = d.offset();
+    impl->strides = d.strides();
+    Tensor g = t.grad();
+    if (g.defined() && g.device() != device) t.set_grad(g.detach().to(device).contiguous());
+    ++moved;
+  };
+  for (const auto& [n, t] : named_parameters()) move(t);
+  for (const auto& [n, t] : named_buffers()) move(t);
+  return moved;
 }
 
 void Module::remove_module(const std::string& name) {

@@ -50,6 +50,17 @@ class Module {
   void eval() { train(false); }
   bool training() const { return training_; }
 
+  /// Moves every parameter and buffer of this module and its descendants to `device` (PyTorch
+  /// nn.Module.to(device)), in place: each tensor handle (its TensorImpl) is re-pointed at a new
+  /// contiguous copy on `device`, so holders of the handles (modules, parameter lists, hooks) see
+  /// the moved tensor; shape, dtype, name, requires_grad and autograd identity are kept. Existing
+  /// gradients are moved too. Tensors already on `device` are left alone (no copy). Call before
+  /// ParamStore packing and before any forward records the tensors (views made earlier keep the
+  /// old storage). A parameter shared by two modules moves once. Errors: engine::Error from the
+  /// copy (e.g. no usable CUDA device for a cuda:N device, engine::NotSupportedError when the
+  /// build has no backend for it). Returns the number of tensors moved.
+  int64_t to(engine::Device device);
+
   /// Registered children, in order.
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const { return children_; }
 
