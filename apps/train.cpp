@@ -135,6 +135,15 @@ void register_train(CLI::App& app) {
                        "--amp bf16; CUDA only (ignored with a notice on the CPU)")
             ->expected(0, 1);
         sub.add_flag("--no-amp", no_amp, "train in FP32 even on CUDA");
+        sub.add_option("--benchmark", o.benchmark,
+                       "measure: run 3 warm-up steps then N timed steps, print images/s, ms per step (data wait, "
+                       "forward, loss, backward, optimizer) and peak memory, then exit (no validation, no "
+                       "checkpoints)");
+        sub.add_option("--benchmark-data", o.benchmark_data,
+                       "--benchmark input: real (the data loader, augmentation included) or synthetic (the first "
+                       "batch repeated: no data wait)")
+            ->check(CLI::IsMember({"real", "synthetic"}))
+            ->capture_default_str();
         sub.add_option("--stop-after-batches", o.stop_after_batches,
                        "testing: behave as if interrupted after N iterations (saves last, exits 0)")
             ->group("");
@@ -161,6 +170,10 @@ void register_train(CLI::App& app) {
         // CPU process per item): spawn the ranks, unless this process already is one (a launcher
         // set RANK / the MPI variables). A CUDA index that cannot be used is an error here, before
         // anything is spawned.
+        if (o.benchmark != 0 && sub_ptr->count("--resume")) {
+          std::fprintf(stderr, "--benchmark measures a fresh run; it cannot be combined with --resume\n");
+          return 2;
+        }
         training::check_device_option(o.device);
         const auto devices = training::dist::parse_device_list(o.device);
         if (devices.size() > 1 && training::dist::detect_launch().launcher == training::dist::Launcher::Single)

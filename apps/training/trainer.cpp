@@ -494,6 +494,16 @@ void Trainer::setup_resume_pt(const TrainOptions& cli) {
 // Flags that do nothing here, and option checks.
 void Trainer::setup_notices() {
   o_.device = check_device_option(o_.device);
+  Y9_CHECK_T(engine::ConfigError, o_.benchmark >= 0 && o_.benchmark <= 1000000, "--benchmark must be in 0..1000000 (got ",
+             o_.benchmark, ")");
+  Y9_CHECK_T(engine::ConfigError, o_.benchmark_data == "real" || o_.benchmark_data == "synthetic",
+             "--benchmark-data must be real or synthetic (got '", o_.benchmark_data, "')");
+  if (o_.benchmark > 0) {
+    // A measurement, not a run: no validation, checkpoints or plots; enough epochs for the steps
+    // (the schedule stays near its start).
+    o_.noval = o_.nosave = o_.noplots = true;
+    o_.epochs = std::max<int64_t>(o_.epochs, 1000);
+  }
   const TrainOptions& o = o_;
   if (o.noautoanchor) notice("--noautoanchor", "has no effect (anchor-free heads; same as the official code)");
   if (o.evolve) notice("--evolve", "hyper-parameter evolution is not implemented; training once with the given hyp");
@@ -1155,6 +1165,31 @@ void Trainer::plot_features(int64_t epoch) {
 
 // --- the run -------------------------------------------------------------------------------------------
 
+void Trainer::print_benchmark(double t_train, const double* times, int64_t images, int64_t batch,
+                              int64_t imgsz) const {
+  const double steps = static_cast<double>(o_.benchmark);
+  auto ms = [&](double s) { return 1e3 * s / steps; };
+  // Peak memory: the tensors' allocator (device memory on CUDA) and the process (VmHWM).
+  int64_t vm_hwm_kb = 0;
+  {
+    std::ifstream st("/proc/self/status");
+    std::string line;
+    while (std::getline(st, line))
+      if (line.rfind("VmHWM:", 0) == 0) vm_hwm_kb = std::strtoll(line.c_str() + 6, nullptr, 10);
+  }
+  const double tensors_gb = static_cast<double>(engine::cpu_allocator()->stats().peak_bytes) / 1e9;
+  std::printf("\nbenchmark: %lld steps (after 3 warm-up steps) of batch %lld at %lld px on %s, %s data%s: "
+              "%.1f img/s, %.1f ms per step\n",
+              (long long)o_.benchmark, (long long)batch, (long long)imgsz, "cpu", o_.benchmark_data.c_str(),
+              dp_ && dp_->world_size() > 1 ? fmt(", rank %d of %d", dp_->rank(), dp_->world_size()).c_str() : "",
+              t_train > 0 ? static_cast<double>(images) / t_train : 0.0, ms(t_train));
+  std::printf("  ms per step: data wait %.1f, forward %.1f, loss %.1f, backward %.1f, optimizer + EMA %.1f\n",
+              ms(times[0]), ms(times[1]), ms(times[2]), ms(times[3]), ms(times[4]));
+  std::printf("  peak memory: tensors %.3f GB (allocator), process %.3f GB (VmHWM)\n", tensors_gb,
+              static_cast<double>(vm_hwm_kb) / 1e6);
+  std::fflush(stdout);
+}
+
 int Trainer::run() {
   try {
     return run_epochs();
@@ -1183,6 +1218,7 @@ int Trainer::run_epochs() {
   for (; epoch < o_.epochs; ++epoch) {
     const EpochEnd end = run_epoch(epoch);
     if (end == EpochEnd::Interrupted) return g_signal != 0 ? 128 + static_cast<int>(g_signal) : 0;
+    if (end == EpochEnd::BenchmarkDone) return 0;
     if (end == EpochEnd::EarlyStop) {
       ++epoch;
       break;
@@ -1233,7 +1269,12 @@ Trainer::EpochEnd Trainer::run_epoch(int64_t epoch) {
   for (;;) {
     std::string data_error;
     try {
-      if (!train_loader_->next(batch)) break;
+      if (o_.benchmark > 0 && o_.benchmark_data == "synthetic" && bench_batch_.images.defined()) {
+        batch = bench_batch_;  // --benchmark-data synthetic: the first batch again, no data wait
+      } else {
+        if (!train_loader_->next(batch)) break;
+        if (o_.benchmark > 0 && o_.benchmark_data == "synthetic") bench_batch_ = batch;
+      }
     } catch (const engine::Error& e) {
       data_error = e.message();
     } catch (const std::exception& e) {  // OpenCV inside a loader worker
@@ -1256,6 +1297,8 @@ Trainer::EpochEnd Trainer::run_epoch(int64_t epoch) {
     }
     ++i;
     if (i < skip) continue;
+    double times_before[5];
+    std::copy(times, times + 5, times_before);
     const auto t0 = std::chrono::steady_clock::now();
     times[0] += std::chrono::duration<double>(t0 - tw).count();
     const int64_t ni = i + nb_ * epoch;
@@ -1268,6 +1311,20 @@ Trainer::EpochEnd Trainer::run_epoch(int64_t epoch) {
     const int64_t B = batch.images.size(0);
     images_seen += B;
     t_train += seconds_since(t0);
+    if (o_.benchmark > 0) {
+      // --benchmark: the steps after the warm-up, wall clock from the end of the previous step
+      // (data wait included) to the end of this one.
+      constexpr int64_t kWarmup = 3;
+      if (++bench_steps_ > kWarmup) {
+        bench_t0_ += seconds_since(tw);
+        for (int k = 0; k < 5; ++k) bench_times0_[k] += times[k] - times_before[k];
+        bench_images0_ += B;
+      }
+      if (bench_steps_ == kWarmup + o_.benchmark) {
+        print_benchmark(bench_t0_, bench_times0_, bench_images0_, B, batch.images.size(3));
+        return EpochEnd::BenchmarkDone;
+      }
+    }
     // Progress (official tqdm description + images/s).
     const double mem_g = static_cast<double>(engine::cpu_allocator()->stats().peak_bytes) / 1e9;
     const double ips = t_train > 0 ? static_cast<double>(images_seen) / t_train : 0.0;

@@ -79,6 +79,8 @@ struct TrainOptions {
   bool fp32_init = false;
   int64_t nbs = 64;                ///< nominal batch size (official constant 64)
   int64_t stop_after_batches = 0;  ///< hidden, tests: behave as if interrupted after N iterations
+  int64_t benchmark = 0;           ///< --benchmark N: N timed steps after 3 warm-up steps, a report, exit
+  std::string benchmark_data = "real";  ///< --benchmark-data: real (the loader) or synthetic (one batch repeated)
   int64_t plot_features = 0;       ///< > 0: feature-map grids of one fixed val image every N epochs
   std::string save_dir;
   // Data-parallel training (apps/training/dist/; docs/distributed.md).
@@ -156,7 +158,7 @@ class Trainer {
   int run_epochs();
   /// Data-parallel: prints `e` naming this rank and aborts every rank (no-op when alone).
   void end_world_on_error(const std::exception& e);
-  enum class EpochEnd { Next, EarlyStop, Interrupted };
+  enum class EpochEnd { Next, EarlyStop, Interrupted, BenchmarkDone };
   /// One epoch of steps, then end_epoch. Interrupted: the mid-epoch checkpoint is written.
   EpochEnd run_epoch(int64_t epoch);
   /// One iteration: warm-up, forward, loss, backward, optimizer step when accumulated.
@@ -216,6 +218,13 @@ class Trainer {
   std::unique_ptr<GradScaler> scaler_;
   AmpMode amp_mode_ = AmpMode::Off;
   int64_t amp_skipped_epoch_ = 0;  ///< optimizer steps the scaler skipped this epoch
+  /// --benchmark: steps run so far (across epochs), the clocks at the end of the warm-up.
+  int64_t bench_steps_ = 0;
+  double bench_t0_ = 0, bench_times0_[5] = {0, 0, 0, 0, 0};
+  int64_t bench_images0_ = 0;
+  io::Batch bench_batch_;  ///< --benchmark-data synthetic: the batch repeated
+  /// Prints the --benchmark report (img/s, ms per step split, peak memory).
+  void print_benchmark(double t_train, const double* times, int64_t images, int64_t batch, int64_t imgsz) const;
   OptimizerKind opt_kind_ = OptimizerKind::SGD;
   int64_t accumulate_ = 1;
   WarmupHyp warmup_;
