@@ -17,6 +17,7 @@ MODE=device
 [ "${1:-}" = "--self-check" ] && MODE=self
 START=$(date +%s)
 CUDA_RE='libcuda\.so|libcudart|libcublas|libcublasLt|libcudnn|libnccl|libnvrtc|libnvJitLink'
+GLIBC_RE='linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libresolv|libutil\.so'
 
 # --- the CUDA libraries: nvidia wheels first, then a CUDA toolkit, then the driver's folder ----------
 cuda_dirs=""
@@ -65,8 +66,12 @@ for b in "$KIT"/bin/*; do
   missing=$(ldd "$b" 2>&1 | grep "not found" | awk '{print $1}' | tr '\n' ' ')
   if [ "$MODE" = self ]; then missing=$(echo "$missing" | tr ' ' '\n' | grep -vE "$CUDA_RE" | tr '\n' ' '); fi
   if [ -n "${missing// /}" ]; then note "ldd $(basename "$b"): FAILED, not found: $missing"; fail=1; fi
+  # Found, but outside the bundle (so it would be missing on the bare machine): neither glibc's nor CUDA's.
+  outside=$(ldd "$b" 2>&1 | awk '/=>/ && $3 ~ /^\// {print $1, $3}' | grep -vE "^($CUDA_RE|$GLIBC_RE)" \
+            | grep -v " $KIT/" | awk '{print $1}' | tr '\n' ' ')
+  if [ -n "${outside// /}" ]; then note "ldd $(basename "$b"): FAILED, found outside the kit: $outside"; fail=1; fi
 done
-[ $fail -eq 0 ] && note "ldd: every binary finds its libraries$([ "$MODE" = self ] && echo ' (CUDA libraries not required here)')"
+[ $fail -eq 0 ] && note "ldd: every binary finds its libraries, all but glibc's and CUDA's in lib/$([ "$MODE" = self ] && echo ' (CUDA ones not required here)')"
 
 # --- yolov9 -------------------------------------------------------------------------------------
 out=$("$KIT/bin/yolov9" --version 2>&1); rc=$?
