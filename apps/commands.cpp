@@ -15,7 +15,7 @@
 #include "apps/train.h"
 #include "apps/val.h"
 #endif
-#if defined(Y9_KIT) || !defined(Y9_INFERENCE_ONLY)
+#ifdef Y9_KIT  // (the full build includes it above)
 #include "apps/selfcheck.h"
 #endif
 
