@@ -3,6 +3,9 @@
 # Y9_REQUIRE_GPU=1 (a skip is a failure), then the CUDA cases of each bench/*_bench briefly.
 # Designed for < 8 minutes on one GPU. Usage: tests/gpu/run.sh [build-dir]   (default build-gpu)
 # Env: JOBS (build parallelism, default nproc), BENCH_MIN_TIME (seconds per case, default 0.05).
+# It needs our Debian dev libraries on the GPU machine. The lent bare machine (the `run` tool) has
+# none: there, use the device kit instead (tests/gpu/kit.sh builds y9-gpu-kit.tar.xz here, its run.sh
+# runs the same tests, compute-sanitizer and benchmarks there; docs/gpu_kit.md).
 set -u  # no pipefail: `echo | grep -q` may SIGPIPE the echo
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD="${1:-$ROOT/build-gpu}"

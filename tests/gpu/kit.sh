@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Builds the GPU device kit (docs/gpu_kit.md): OUT_DIR/y9-gpu-kit.tar.xz, a self-contained bundle for
+# the bare GPU machine (driver, CUDA toolkit and nvidia-* wheels there, none of our Debian libraries):
+#   bin/    yolov9 (detect, info; no OpenCV), the gpu tests (*_cuda_test), the CUDA benchmarks
+#   lib/    the Debian libraries they need (oneDNN, OpenBLAS, libgomp, yaml-cpp, libjpeg, libpng...),
+#           found through the binaries' DT_RPATH $ORIGIN/../lib; no CUDA library (libcudart, libcublas*,
+#           libcudnn*, libnccl, libcuda: the device's driver and wheels provide them)
+#   run.sh  (tests/gpu/kit_run.sh) the device run, or `run.sh --self-check` on any machine
+#   MANIFEST  the files, their sizes and the `ldd` of each binary as built here
+# Usage: tests/gpu/kit.sh OUT_DIR     Env: KIT_BUILD (build folder, default build-kit), JOBS (default 2),
+#        KIT_CUDA_ARCHS (default "80-real;90": sm_80 and sm_90 SASS plus compute_90 PTX),
+#        KIT_MAX_MIB (size limit of the tarball, default 48).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+OUT="${1:?usage: tests/gpu/kit.sh OUT_DIR}"
+BUILD="${KIT_BUILD:-$ROOT/build-kit}"
+JOBS="${JOBS:-2}"
+ARCHS="${KIT_CUDA_ARCHS:-80-real;90}"
+MAX_MIB="${KIT_MAX_MIB:-48}"
+mkdir -p "$OUT" "$BUILD"
+OUT="$(cd "$OUT" && pwd)"
+
+echo "== configure $BUILD (Y9_KIT=ON, CUDA archs $ARCHS)"
+cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DY9_KIT=ON \
+      -DCMAKE_CUDA_ARCHITECTURES="$ARCHS" > "$BUILD/kit_configure.log" 2>&1 \
+  || { tail -30 "$BUILD/kit_configure.log"; echo "kit.sh: configure FAILED"; exit 1; }
+echo "== build (ninja kit, -j$JOBS)"
+ninja -C "$BUILD" -j"$JOBS" kit > "$BUILD/kit_build.log" 2>&1 \
+  || { grep -E "error|FAILED" "$BUILD/kit_build.log" | head -40; echo "kit.sh: build FAILED"; exit 1; }
+
+STAGE_PARENT=$(mktemp -d)
+trap 'rm -rf "$STAGE_PARENT"' EXIT
+STAGE="$STAGE_PARENT/y9-gpu-kit"
+mkdir -p "$STAGE/bin" "$STAGE/lib"
+
+# The binaries: yolov9, every gpu test and benchmark the kit build made (cmake/kit.cmake), stripped
+# of host symbols (the CUDA fatbins, with their -lineinfo, stay).
+cp "$BUILD/yolov9" "$STAGE/bin/"
+for f in "$BUILD"/*_cuda_test "$BUILD"/*_bench; do
+  [ -x "$f" ] && cp "$f" "$STAGE/bin/"
+done
+strip --strip-unneeded "$STAGE"/bin/*
+
+# The libraries: every dependency `ldd` resolves, but glibc's own and the CUDA ones.
+SKIP_RE='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libresolv|libutil\.so)'
+CUDA_RE='^(libcuda\.so|libcudart|libcublas|libcublasLt|libcudnn|libnccl|libnvrtc|libnvJitLink)'
+for b in "$STAGE"/bin/*; do
+  ldd "$b" | awk '/=>/ {print $1, $3}' | while read -r name path; do
+    [[ "$name" =~ $SKIP_RE || "$name" =~ $CUDA_RE ]] && continue
+    [ "$path" = "not" ] && { echo "kit.sh: $(basename "$b") needs $name, not found here"; exit 1; }
+    [ -e "$STAGE/lib/$name" ] || cp -L "$path" "$STAGE/lib/$name"
+  done
+done
+chmod 644 "$STAGE"/lib/*
+
+install -m 755 "$ROOT/tests/gpu/kit_run.sh" "$STAGE/run.sh"
+cp "$ROOT/docs/gpu_kit.md" "$STAGE/README.md"
+echo "y9 gpu kit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo '+dirty'), built $(date -u +%Y-%m-%dT%H:%MZ), CUDA archs $ARCHS" > "$STAGE/VERSION"
+{
+  cat "$STAGE/VERSION"
+  echo; echo "== files"; (cd "$STAGE" && find . -type f -printf '%10s  %p\n' | sort -k2)
+  for b in "$STAGE"/bin/*; do
+    echo; echo "== ldd bin/$(basename "$b") (here, LD_LIBRARY_PATH unset)"
+    env -u LD_LIBRARY_PATH ldd "$b" | sed 's/ (0x[0-9a-f]*)//'
+  done
+} > "$STAGE/MANIFEST"
+
+echo "== pack"
+# One xz stream with a large dictionary: the binaries share most of their bytes (the kernels' fatbins).
+tar -C "$STAGE_PARENT" --owner=0 --group=0 --numeric-owner -cf - y9-gpu-kit \
+  | xz --lzma2=preset=9,dict=256MiB -T1 > "$OUT/y9-gpu-kit.tar.xz.tmp"
+mv "$OUT/y9-gpu-kit.tar.xz.tmp" "$OUT/y9-gpu-kit.tar.xz"
+bytes=$(stat -c %s "$OUT/y9-gpu-kit.tar.xz")
+unpacked=$(du -sb "$STAGE" | cut -f1)
+echo "kit: $OUT/y9-gpu-kit.tar.xz  $bytes bytes ($((bytes / 1048576)) MiB; unpacked $((unpacked / 1048576)) MiB)"
+if [ "$bytes" -gt $((MAX_MIB * 1048576)) ]; then
+  echo "kit.sh: FAILED: the kit is larger than ${MAX_MIB} MiB"
+  exit 1
+fi

@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# The device kit's driver (copied as run.sh into y9-gpu-kit.tar.xz by tests/gpu/kit.sh; see
+# docs/gpu_kit.md). Runs from the unpacked bundle on the bare GPU machine:
+#   ./run.sh               every gpu test with Y9_REQUIRE_GPU=1 (a skip is a failure), then
+#                          compute-sanitizer memcheck/racecheck/synccheck over them (when found), the
+#                          CUDA benchmarks briefly, `yolov9 info --backends`, and a SUMMARY. < 5 minutes.
+#   ./run.sh --self-check  the CPU-side check (any machine): every binary starts, `ldd` finds every
+#                          library but the CUDA ones, each gpu test runs with its GPU cases skipped,
+#                          `yolov9 info --backends` prints the kernel table.
+# The CUDA libraries (libcudart, libcublas*, libcudnn*, libnccl, libcuda) are not in the bundle: they
+# come from the driver and the nvidia-* Python wheels (site-packages/nvidia/*/lib), or a CUDA 13
+# toolkit, which this script puts on LD_LIBRARY_PATH. Env: SANITIZE=0 skips compute-sanitizer,
+# SANITIZER_BUDGET (seconds, default 150), BENCH_MIN_TIME (seconds per case, default 0.05).
+set -u
+KIT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+MODE=device
+[ "${1:-}" = "--self-check" ] && MODE=self
+START=$(date +%s)
+CUDA_RE='libcuda\.so|libcudart|libcublas|libcublasLt|libcudnn|libnccl|libnvrtc|libnvJitLink'
+GLIBC_RE='linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libresolv|libutil\.so'
+
+# --- the CUDA libraries: nvidia wheels first, then a CUDA toolkit, then the driver's folder ----------
+cuda_dirs=""
+if command -v python3 > /dev/null; then
+  cuda_dirs=$(python3 - <<'EOF' 2>/dev/null
+import glob, os, site
+roots = []
+try:
+    import nvidia
+    roots += list(nvidia.__path__)
+except Exception:
+    pass
+try:
+    roots += [os.path.join(p, "nvidia") for p in site.getsitepackages() + [site.getusersitepackages()]]
+except Exception:
+    pass
+seen = []
+for r in roots:
+    for d in sorted(glob.glob(os.path.join(r, "*", "lib"))):
+        d = os.path.realpath(d)
+        if d not in seen and os.path.isdir(d):
+            seen.append(d)
+print(":".join(seen))
+EOF
+)
+fi
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/nvidia/lib64 /usr/local/nvidia/lib; do
+  [ -d "$d" ] && cuda_dirs="${cuda_dirs:+$cuda_dirs:}$d"
+done
+export LD_LIBRARY_PATH="$KIT/lib${cuda_dirs:+:$cuda_dirs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-4}"
+echo "== y9 gpu kit ($MODE) in $KIT"
+echo "   $(cat "$KIT/VERSION" 2>/dev/null)"
+echo "   CUDA library folders: ${cuda_dirs:-none found}"
+echo "   GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo 'nvidia-smi unavailable')"
+
+TESTS=$(cd "$KIT/bin" && ls *_cuda_test 2>/dev/null)
+BENCHES=$(cd "$KIT/bin" && ls *_bench 2>/dev/null)
+fail=0
+lines=()
+note() { lines+=("$1"); echo "-- $1"; }
+
+# --- every binary finds its libraries ---------------------------------------------------------
+echo "== ldd"
+for b in "$KIT"/bin/*; do
+  missing=$(ldd "$b" 2>&1 | grep "not found" | awk '{print $1}' | tr '\n' ' ')
+  if [ "$MODE" = self ]; then missing=$(echo "$missing" | tr ' ' '\n' | grep -vE "$CUDA_RE" | tr '\n' ' '); fi
+  if [ -n "${missing// /}" ]; then note "ldd $(basename "$b"): FAILED, not found: $missing"; fail=1; fi
+  # Found, but outside the bundle (so it would be missing on the bare machine): neither glibc's nor CUDA's.
+  outside=$(ldd "$b" 2>&1 | awk '/=>/ && $3 ~ /^\// {print $1, $3}' | grep -vE "^($CUDA_RE|$GLIBC_RE)" \
+            | grep -v " $KIT/" | awk '{print $1}' | tr '\n' ' ')
+  if [ -n "${outside// /}" ]; then note "ldd $(basename "$b"): FAILED, found outside the kit: $outside"; fail=1; fi
+done
+[ $fail -eq 0 ] && note "ldd: every binary finds its libraries, all but glibc's and CUDA's in lib/$([ "$MODE" = self ] && echo ' (CUDA ones not required here)')"
+
+# --- yolov9 -------------------------------------------------------------------------------------
+out=$("$KIT/bin/yolov9" --version 2>&1); rc=$?
+echo "$out"
+[ $rc -eq 0 ] && note "yolov9 --version: ok" || { note "yolov9 --version: FAILED (rc $rc)"; fail=1; }
+out=$("$KIT/bin/yolov9" info --backends 2>&1); rc=$?
+echo "$out" | head -12; echo "   ... ($(echo "$out" | wc -l) lines)"
+if [ $rc -eq 0 ] && echo "$out" | grep -qi "cuda"; then note "yolov9 info --backends: ok ($(echo "$out" | wc -l) lines)"
+else note "yolov9 info --backends: FAILED (rc $rc)"; fail=1; fi
+
+# --- the gpu tests --------------------------------------------------------------------------
+echo "== gpu tests ($MODE)"
+for t in $TESTS; do
+  if [ "$MODE" = self ]; then
+    out=$(cd "$KIT" && env -u Y9_REQUIRE_GPU timeout 300 "bin/$t" 2>&1); rc=$?
+    n_pass=$(echo "$out" | grep -oE "\[  PASSED  \] [0-9]+" | grep -oE "[0-9]+$")
+    n_skip=$(echo "$out" | grep -oE "\[  SKIPPED \] [0-9]+ test" | grep -oE "[0-9]+")
+    if [ $rc -eq 0 ] && [ -n "$n_pass" ]; then note "$t: starts, ${n_pass} passed, ${n_skip:-0} skipped (no GPU here)"
+    else echo "$out" | tail -20; note "$t: FAILED (rc $rc)"; fail=1; fi
+  else
+    out=$(cd "$KIT" && Y9_REQUIRE_GPU=1 Y9_SYNC_CHECK=1 timeout 300 "bin/$t" 2>&1); rc=$?
+    n_pass=$(echo "$out" | grep -oE "\[  PASSED  \] [0-9]+" | grep -oE "[0-9]+$")
+    if [ $rc -eq 0 ] && ! echo "$out" | grep -q "\[  SKIPPED \]"; then note "$t: PASS (${n_pass:-?} tests)"
+    else echo "$out" | grep -E "FAILED|SKIPPED|Failure|error" | head -30; note "$t: FAILED (rc $rc)"; fail=1; fi
+  fi
+done
+
+# --- compute-sanitizer ---------------------------------------------------------------------------
+if [ "$MODE" = device ] && [ "${SANITIZE:-1}" != 0 ]; then
+  SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer \
+        /usr/local/cuda/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)
+  if [ -z "$SAN" ] && command -v python3 > /dev/null; then
+    SAN=$(python3 -c 'import nvidia, glob, os; print(next(iter(sorted(g for p in nvidia.__path__ for g in glob.glob(os.path.join(p, "*", "compute-sanitizer", "compute-sanitizer")) + glob.glob(os.path.join(p, "*", "bin", "compute-sanitizer")))), ""))' 2>/dev/null)
+  fi
+  if [ -z "$SAN" ]; then
+    note "compute-sanitizer: SKIPPED (not found: install the CUDA toolkit's, or the PyPI nvidia-cuda-sanitizer-api wheel)"
+  else
+    budget=${SANITIZER_BUDGET:-150}
+    echo "== compute-sanitizer ($SAN), budget ${budget}s"
+    san_start=$(date +%s)
+    for tool in memcheck racecheck synccheck; do
+      for t in $TESTS; do
+        left=$(( budget - ($(date +%s) - san_start) ))
+        if [ $left -le 5 ]; then note "sanitizer $tool $t: not run (budget of ${budget}s spent)"; continue; fi
+        out=$(cd "$KIT" && Y9_REQUIRE_GPU=1 timeout "$left" "$SAN" --tool "$tool" --error-exitcode 99 \
+              "bin/$t" 2>&1); rc=$?
+        if echo "$out" | grep -qE "Device not supported|unable to initialize|Unable to (find|load)"; then
+          echo "$out" | grep -m3 -E "Device not supported|unable|Unable"
+          note "sanitizer $tool $t: UNAVAILABLE here (the sanitizer cannot attach to this device)"
+        elif [ $rc -eq 124 ]; then note "sanitizer $tool $t: TIMEOUT (budget)"
+        elif [ $rc -eq 0 ]; then note "sanitizer $tool $t: clean ($(echo "$out" | grep -oE 'ERROR SUMMARY: [0-9]+ error' | tail -1))"
+        else echo "$out" | grep -vE "^\[ +(RUN|OK) " | tail -30; note "sanitizer $tool $t: FAILED (rc $rc)"; fail=1; fi
+      done
+    done
+  fi
+fi
+
+# --- benchmarks -----------------------------------------------------------------------------------
+echo "== benchmarks"
+for b in $BENCHES; do
+  if [ "$MODE" = self ]; then
+    out=$(timeout 60 "$KIT/bin/$b" --benchmark_list_tests 2>&1); rc=$?
+    [ $rc -eq 0 ] && note "$b: starts ($(echo "$out" | grep -c .) cases listed)" || { echo "$out" | tail; note "$b: FAILED (rc $rc)"; fail=1; }
+  else
+    out=$(timeout 120 "$KIT/bin/$b" --benchmark_filter='cuda|CUDA|gpu' --benchmark_min_time="${BENCH_MIN_TIME:-0.05}" 2>&1); rc=$?
+    echo "$out" | grep -vE "^\s*$" | tail -25
+    if echo "$out" | grep -q "Failed to match any benchmarks"; then note "$b: no CUDA cases"
+    elif [ $rc -ne 0 ] || echo "$out" | grep -q "ERROR OCCURRED"; then note "$b: FAILED (rc $rc)"; fail=1
+    else note "$b: ok"; fi
+  fi
+done
+
+END=$(date +%s)
+echo
+echo "================ SUMMARY (y9 gpu kit, $MODE) ================"
+for l in "${lines[@]}"; do echo "$l"; done
+echo "total: $((END - START)) s"
+if [ $fail -ne 0 ]; then echo "RESULT: FAIL"; exit 1; fi
+echo "RESULT: PASS"
