@@ -292,3 +292,28 @@ TEST_F(TrainE2E, ClearErrors) {
   EXPECT_NE(r.out.find("lower the learning rate"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("last finite loss"), std::string::npos) << r.out;
 }
+
+// `yolov9 train --benchmark N` (issue 11, "Measurement"): 3 warm-up steps, N timed ones, the report,
+// then exit 0 without validation or checkpoints; synthetic data repeats the first batch (no data
+// wait); with --resume it is refused.
+TEST_F(TrainE2E, BenchmarkReportsStepsAndExits) {
+  for (const std::string data : {"real", "synthetic"}) {
+    SCOPED_TRACE(data);
+    RunResult r = run(base_args("bench_" + data) + " --benchmark 2 --benchmark-data " + data);
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find("benchmark: 2 steps (after 3 warm-up steps) of batch"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(", " + data + " data: "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(" img/s, "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("ms per step: data wait "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("peak memory: tensors "), std::string::npos) << r.out;
+    if (data == "synthetic") EXPECT_NE(r.out.find("data wait 0.0,"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("Class     Images"), std::string::npos) << "no validation in a benchmark:\n" << r.out;
+    EXPECT_FALSE(fs::exists(g_root / "runs" / ("bench_" + data) / "weights" / "last.safetensors")) << r.out;
+  }
+  RunResult r = run(base_args("bench_bad") + " --benchmark 2 --benchmark-data random");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--benchmark-data"), std::string::npos) << r.out;
+  r = run(base_args("bench_bad") + " --benchmark -1");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--benchmark must be in 0..1000000"), std::string::npos) << r.out;
+}
