@@ -67,6 +67,7 @@ class CudaCachingAllocator final : public Allocator {
     const int k = static_cast<int>(kind);
     cudaStream_t s = streams_[k].load(std::memory_order_acquire);
     if (s) return s;
+    CudaDeviceGuard g(device_);  // cuda_stream() makes the device current: restore the caller's
     s = kind == StreamKind::Compute
             ? cuda_stream(device_)
             : static_cast<cudaStream_t>(backend(DeviceType::CUDA).context(Device::cuda(device_)).stream(kind));
