@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "engine/backend.h"
 #include "engine/device.h"
 
 namespace engine {
@@ -23,11 +24,26 @@ struct AllocatorStats {
 class Allocator {
  public:
   virtual ~Allocator() = default;
-  /// Returns memory for `nbytes` bytes (64-byte aligned on CPU, 256 on CUDA).
-  /// Throws engine::Error (CPU) or engine::CudaError (CUDA) when out of memory.
+  /// Returns memory for `nbytes` bytes (64-byte aligned on CPU, 256 on CUDA), for work on the
+  /// device's compute stream. Throws engine::Error (CPU) or engine::OutOfMemoryError (a
+  /// CudaError; CUDA) when out of memory.
   virtual void* allocate(size_t nbytes) = 0;
-  /// Returns memory from allocate(); `nbytes` must be the size that was asked for.
+  /// As allocate(), for work queued on stream `stream` of the device: a caching allocator hands
+  /// out a cached block only to requests on the stream it was allocated on. The CPU (one
+  /// synchronous stream) ignores `stream`. Same errors as allocate().
+  virtual void* allocate(size_t nbytes, StreamKind stream) {
+    (void)stream;
+    return allocate(nbytes);
+  }
+  /// Returns memory from allocate(); `nbytes` must be the size that was asked for. A block that
+  /// record_stream() marked as used by other streams is reused only after the work queued on
+  /// those streams at this call is complete. Throws InternalError for a pointer it did not give.
   virtual void deallocate(void* p, size_t nbytes) = 0;
+  /// Tells the allocator that the block `p` (as returned by allocate, still in use) is also used
+  /// by work queued on `stream`, so that after deallocate it is not handed out again before that
+  /// work is done (PyTorch's recordStream). A no-op on the CPU and for the block's own stream.
+  /// Throws InternalError when `p` is not a block in use of this allocator (CUDA).
+  virtual void record_stream(void* p, StreamKind stream) { (void)p, (void)stream; }
   virtual Device device() const = 0;
   virtual AllocatorStats stats() const = 0;
   virtual void reset_peak() = 0;

@@ -34,9 +34,10 @@ void cuda_check_launch(cudaStream_t stream, const char* file, int line);
 
 /// The compute stream of CUDA device `device`: one non-blocking stream per device, created on
 /// first use and kept for the life of the process (it lives in the same process-wide registry
-/// as the allocator pools, guide 3.9). Every kernel, memcpy and caching-allocator block of that
-/// device is ordered on this stream, which is what makes block reuse after free safe without
-/// events. Also makes `device` the calling thread's current device (cudaSetDevice only when it
+/// as the allocator pools, guide 3.9). Every kernel and memcpy of that device is ordered on this
+/// stream, and the caching allocator's blocks belong to it by default: a freed block is reused at
+/// once by the next request on the same stream; a block also used on a side stream must be
+/// marked with engine::record_stream (tensor.h) so that its reuse waits for an event. Also makes `device` the calling thread's current device (cudaSetDevice only when it
 /// differs), so a launch into the returned stream is valid. Throws CudaError (bad index, no GPU).
 /// The CUDA DeviceContext's StreamKind::Compute is this stream.
 cudaStream_t cuda_stream(int device);

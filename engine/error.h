@@ -39,6 +39,9 @@ class IoError : public Error { using Error::Error; };
 class InternalError : public Error { using Error::Error; };
 /// CUDA runtime failure (cudaGetErrorName + cudaGetErrorString in the message).
 class CudaError : public Error { using Error::Error; };
+/// A device allocation that failed even after the caching allocator emptied its cache; the
+/// message says how much was asked, how much the process holds and what to lower (--batch).
+class OutOfMemoryError : public CudaError { using CudaError::CudaError; };
 class CudnnError : public Error { using Error::Error; };
 class CublasError : public Error { using Error::Error; };
 class NcclError : public Error { using Error::Error; };

@@ -3,9 +3,13 @@
 
 namespace engine {
 
-Storage::Storage(size_t nbytes, Device device)
+Storage::Storage(size_t nbytes, Device device, StreamKind stream)
     : nbytes_(nbytes), device_(device), allocator_(allocator_for(device)) {
-  data_ = allocator_->allocate(nbytes);
+  data_ = allocator_->allocate(nbytes, stream);
+}
+
+void Storage::record_stream(StreamKind stream) {
+  if (allocator_ && data_) allocator_->record_stream(data_, stream);
 }
 
 Storage::Storage(void* data, size_t nbytes, Device device, std::function<void(void*)> deleter)

@@ -55,6 +55,11 @@ DType Tensor::dtype() const { return checked().dtype; }
 Device Tensor::device() const { return checked().storage->device(); }
 const std::shared_ptr<Storage>& Tensor::storage() const { return checked().storage; }
 
+void record_stream(const Tensor& t, StreamKind stream) {
+  Y9_CHECK(t.defined(), "record_stream: undefined tensor");
+  t.storage()->record_stream(stream);
+}
+
 int64_t Tensor::wrap_dim(int64_t d, bool for_insert) const {
   int64_t n = dim() + (for_insert ? 1 : 0);
   int64_t w = d < 0 ? d + n : d;

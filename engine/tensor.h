@@ -180,6 +180,13 @@ class TensorImpl {
   std::vector<std::function<void(const Tensor&)>> grad_ready_hooks;
 };
 
+/// Marks the storage of `t` as used by work queued on `stream` of its device, besides the
+/// stream it was allocated for (Storage::record_stream; PyTorch's Tensor.record_stream): when
+/// the last view goes away, the caching allocator reuses the memory only after that work is
+/// done. Call it after queueing the work. A no-op on the CPU and for wrapped external memory.
+/// Throws Error for an undefined tensor, InternalError if the allocator does not know the block.
+void record_stream(const Tensor& t, StreamKind stream);
+
 // --- template definitions ----------------------------------------------------------------------
 namespace detail {
 /// Host-side copy of `nbytes` from host memory into `dst` tensor's storage (any device).

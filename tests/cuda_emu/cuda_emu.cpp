@@ -899,6 +899,14 @@ cudaError_t cudaMemsetAsync(void* ptr, int value, size_t nbytes, cudaStream_t st
   return cudaSuccess;
 }
 
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userData) {
+  Lock lock(st().mu);
+  if (!fn) return cuda_emu::fail(cudaErrorInvalidValue, "cudaLaunchHostFunc: null function");
+  if (!cuda_emu::known_stream(stream)) return cuda_emu::fail(cudaErrorInvalidResourceHandle, "cudaLaunchHostFunc: unknown stream");
+  cuda_emu::resolve(stream)->queue.push_back([fn, userData] { fn(userData); });
+  return cudaSuccess;
+}
+
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags) {
   Lock lock(st().mu);
   if (!stream) return cuda_emu::fail(cudaErrorInvalidValue, "cudaStreamCreate: null pointer");

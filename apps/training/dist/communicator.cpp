@@ -12,14 +12,15 @@ Communicator::~Communicator() = default;
 
 void* Communicator::scratch(size_t bytes) {
   if (!scratch_.defined() || static_cast<size_t>(scratch_.numel()) < bytes) {
-    // On a GPU the Communication stream may still use the old block, while the caching allocator
-    // orders its blocks on the compute stream: drain the first before the free, and order the new
-    // block's first use after the compute stream's work.
+    // On a GPU the Communication stream may still use the old block, which belongs to the compute
+    // stream: record_stream (below, when it was made) makes the caching allocator wait for the
+    // Communication stream's work queued at the free before reusing it, without blocking the host.
+    // The new block's first use is ordered after the compute stream's work.
     const bool streams = !device().is_cpu();
-    if (streams && scratch_.defined()) context().synchronize(engine::StreamKind::Communication);
-    scratch_ = engine::Tensor();  // free first: the old and new blocks need not coexist
+    scratch_ = engine::Tensor();
     scratch_ = engine::Tensor::empty({static_cast<int64_t>(std::max<size_t>(bytes, 256))}, engine::DType::U8, device());
     if (streams) {
+      engine::record_stream(scratch_, engine::StreamKind::Communication);
       engine::Event ready;
       context().record(ready, engine::StreamKind::Compute);
       context().wait(ready, engine::StreamKind::Communication);

@@ -87,9 +87,10 @@ class Communicator {
   [[noreturn]] virtual void abort(int exit_code) = 0;
 
   /// Scratch memory on device() of at least `bytes` (grows, never shrinks; owned by the
-  /// communicator; the previous pointer is invalid after a call with more bytes). On a GPU a growth
-  /// first drains the Communication stream (the old block may be in use there) and orders the new
-  /// block after the compute stream (where the caching allocator orders its blocks).
+  /// communicator; the previous pointer is invalid after a call with more bytes). On a GPU the block
+  /// is marked with engine::record_stream for the Communication stream (so a growth does not block:
+  /// the old block is reused only after that stream's work is done) and the new block's first use
+  /// is ordered after the compute stream (the stream its block belongs to).
   void* scratch(size_t bytes);
   /// The device context in which the local reductions of the algorithms run.
   engine::DeviceContext& context() const;

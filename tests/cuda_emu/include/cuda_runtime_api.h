@@ -114,6 +114,9 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream);
 cudaError_t cudaStreamSynchronize(cudaStream_t stream);  ///< runs the stream's queued work
 cudaError_t cudaStreamQuery(cudaStream_t stream);        ///< cudaErrorNotReady while work is queued
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags = 0);
+using cudaHostFn_t = void (*)(void* userData);
+/// Queues a host function on `stream`; it runs when the stream is drained (a synchronisation).
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userData);
 cudaError_t cudaEventCreate(cudaEvent_t* event);
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags);
 cudaError_t cudaEventDestroy(cudaEvent_t event);
