@@ -22,12 +22,12 @@
 #include <cmath>
 #include <cstddef>
 
-#include "engine/allocator.h"
 #include "engine/cuda_runtime.h"
 #include "engine/error.h"
 #include "kernels/common/batch_norm.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/scratch.h"
 
 namespace kernels::cuda {
 
@@ -280,26 +280,6 @@ __global__ void bn_dx_kernel(const T* __restrict__ x, const T* __restrict__ dy, 
   }
 }
 
-/// Device scratch from the caching allocator of the context's device, freed at scope exit (the
-/// allocator orders its blocks on the compute stream, so freeing after queueing is safe).
-class Scratch {
- public:
-  Scratch(engine::Device dev, size_t nbytes) : alloc_(engine::allocator_for(dev)), nbytes_(nbytes) {
-    p_ = nbytes ? alloc_->allocate(nbytes) : nullptr;
-  }
-  ~Scratch() {
-    if (p_) alloc_->deallocate(p_, nbytes_);
-  }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  template <typename T>
-  T* as() const { return static_cast<T*>(p_); }
-
- private:
-  engine::Allocator* alloc_;
-  size_t nbytes_;
-  void* p_ = nullptr;
-};
 
 unsigned per_channel_grid(int64_t c) { return static_cast<unsigned>(ceil_div(c, kBlock)); }
 

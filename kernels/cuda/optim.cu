@@ -17,12 +17,12 @@
 #include <algorithm>
 #include <cstddef>
 
-#include "engine/allocator.h"
 #include "engine/cuda_runtime.h"
 #include "engine/error.h"
 #include "kernels/common/optim.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/scratch.h"
 
 namespace kernels::cuda {
 
@@ -192,27 +192,6 @@ __global__ void sum_squares_ranges_kernel(RangeTable t, const double* __restrict
   }
 }
 
-/// Device scratch from the caching allocator of the context's device, freed at scope exit. The
-/// allocator orders its blocks on the compute stream, so freeing right after queueing the kernels
-/// that use it is safe.
-class Scratch {
- public:
-  Scratch(engine::Device dev, size_t nbytes) : alloc_(engine::allocator_for(dev)), nbytes_(nbytes) {
-    p_ = nbytes ? alloc_->allocate(nbytes) : nullptr;
-  }
-  ~Scratch() {
-    if (p_) alloc_->deallocate(p_, nbytes_);
-  }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  template <typename T>
-  T* as() const { return static_cast<T*>(p_); }
-
- private:
-  engine::Allocator* alloc_;
-  size_t nbytes_;
-  void* p_ = nullptr;
-};
 
 cudaStream_t stream_of(engine::DeviceContext& ctx) { return static_cast<cudaStream_t>(ctx.stream()); }
 
