@@ -50,12 +50,11 @@ int run_detect_cli(const DetectArgs& a) {
   if (a.update) std::printf("detect: NOTICE --update does not apply to safetensors weights; ignored\n");
   if (a.dnn) std::printf("detect: NOTICE --dnn (OpenCV DNN for ONNX) does not apply to safetensors weights; ignored\n");
   if (a.half) std::printf("detect: NOTICE --half: FP16 inference runs only on CUDA officially; using FP32\n");
-  const std::string device = check_device_option(a.device);
-  if (!device.empty() && device != "cpu")
-    std::printf("detect: NOTICE --device %s: models run on the CPU in this build; using cpu\n", device.c_str());
+  const engine::Device device = selected_device(check_device_option(a.device));  // '' -> cuda:0 when usable
   if (a.weights.size() > 1) std::printf("detect: NOTICE model ensembles are not supported; using %s\n", a.weights[0].c_str());
   const std::string& w = a.weights[0];
   LoadedModel lm = load_model(w, a.cfg);
+  if (device.is_cuda()) lm.model->to(device);
   std::vector<std::string> names = lm.names;
   if (names.empty()) {
     try {  // optional: class names only (a path, else a name under configs/data, as train takes it)
@@ -70,6 +69,7 @@ int run_detect_cli(const DetectArgs& a) {
     for (int64_t c = 0; c < lm.model->nc(); ++c) names.push_back("class" + std::to_string(c));
   }
   DetectOptions o;
+  o.device = device;
   int img = a.imgsz.empty() ? 640 : a.imgsz[0];
   if (a.imgsz.size() > 1 && a.imgsz[1] != img)
     std::printf("detect: NOTICE rectangular --imgsz is not supported; using %d x %d\n", img, img);

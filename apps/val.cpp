@@ -42,13 +42,8 @@ struct ValArgs {
   int min_items = 0;
 };
 
-// CPU unless a usable CUDA device is asked for; the model has no device transfer yet.
-engine::Device select_device(const std::string& given, const char* cmd) {
-  const std::string d = check_device_option(given);
-  if (d.empty() || d == "cpu") return engine::Device::cpu();
-  std::printf("%s: NOTICE --device %s: models run on the CPU in this build; using cpu\n", cmd, d.c_str());
-  return engine::Device::cpu();
-}
+// Official select_device: '' is cuda:0 when a CUDA device is usable, else the CPU.
+engine::Device select_device(const std::string& given) { return selected_device(check_device_option(given)); }
 
 int run_val(ValArgs a) {
   if (a.augment) std::printf("val: NOTICE --augment (test-time augmentation) is not supported by these heads; ignored\n");
@@ -78,12 +73,13 @@ int run_val(ValArgs a) {
     a.save_json = true;
 
   const std::string& w = a.weights[0];
-  const engine::Device device = select_device(a.device, "val");
+  const engine::Device device = select_device(a.device);
   // --data as train takes it: a path, else a name under configs/data.
   io::DataConfig data = io::load_data_yaml(fs::is_regular_file(a.data)
                                                ? a.data
                                                : resolve_config(a.data, "data", "dataset YAML (--data)"));
   LoadedModel lm = load_model(w, a.cfg, a.single_cls ? 1 : data.nc);
+  if (device.is_cuda()) lm.model->to(device);
   const int64_t nc = a.single_cls ? 1 : data.nc;
   Y9_CHECK_T(engine::ConfigError, lm.model->nc() == nc, w, " (", lm.model->nc(),
              " classes) trained on different --data than what you passed (", nc, " classes)");

@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "engine/allocator.h"
+#include "engine/backend.h"
 #include "engine/error.h"
+#include "engine/tensor.h"
 
 #if defined(Y9_WITH_CUDA)
 #include <cuda_runtime.h>
@@ -76,6 +78,13 @@ void memcpy_between_devices(void* dst, Device dst_dev, const void* src, Device s
   Y9_CHECK(dst_dev.is_cpu() && src_dev.is_cpu(), "copy ", src_dev.str(), " -> ", dst_dev.str(),
            " needs the CUDA backend (this build has none)");
   std::memcpy(dst, src, nbytes);
+}
+
+Tensor upload_async(const Tensor& src, Device dev, Event& done) {
+  Y9_CHECK(src.defined() && src.device().is_cpu(), "upload_async: the source must be a CPU tensor, got ",
+           src.defined() ? src.str() : "undefined");
+  done = Event();
+  return src.to(dev);  // a CUDA device throws (no backend)
 }
 #else
 
@@ -237,6 +246,35 @@ void memcpy_between_devices(void* dst, Device dst_dev, const void* src, Device s
   }
   CudaDeviceGuard g(dst_dev.index);
   CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_dev.index, src, src_dev.index, nbytes, cuda_stream(dst_dev.index)));
+}
+
+Tensor upload_async(const Tensor& src, Device dev, Event& done) {
+  Y9_CHECK(src.defined() && src.device().is_cpu(), "upload_async: the source must be a CPU tensor, got ",
+           src.defined() ? src.str() : "undefined");
+  done = Event();
+  if (dev.is_cpu()) return src.to(dev);
+  // Not src.contiguous(): a temporary copy would be freed while the copy reads it.
+  Y9_CHECK(src.is_contiguous(), "upload_async: the source must be contiguous, got strides ",
+           shape_str(src.strides()), " for ", src.str());
+  const Tensor& host = src;
+  Tensor out = Tensor::empty(host.shape(), host.dtype(), dev);
+  const size_t nbytes = static_cast<size_t>(host.numel()) * dtype_size(host.dtype());
+  if (nbytes == 0) return out;
+  DeviceContext& ctx = backend(DeviceType::CUDA).context(dev);
+  // The new block may be one that kernels queued on the compute stream still read or write (the
+  // caching allocator reuses a freed block at once on its stream): the copy waits for them.
+  Event compute_point;
+  ctx.record(compute_point, StreamKind::Compute);
+  ctx.wait(compute_point, StreamKind::HostToDevice);
+  {
+    CudaDeviceGuard g(dev.index);
+    CUDA_CHECK(cudaMemcpyAsync(out.data_ptr(), host.data_ptr(), nbytes, cudaMemcpyHostToDevice,
+                               static_cast<cudaStream_t>(ctx.stream(StreamKind::HostToDevice))));
+  }
+  ctx.record(done, StreamKind::HostToDevice);
+  ctx.wait(done, StreamKind::Compute);  // later kernels see the data; the host does not block
+  record_stream(out, StreamKind::HostToDevice);
+  return out;
 }
 
 #endif  // Y9_WITH_CUDA

@@ -187,6 +187,19 @@ class TensorImpl {
 /// Throws Error for an undefined tensor, InternalError if the allocator does not know the block.
 void record_stream(const Tensor& t, StreamKind stream);
 
+/// Copies `src` (a contiguous CPU tensor; page-locked memory, e.g. from
+/// engine::pinned_host_allocator(), makes the copy truly asynchronous) to a new tensor on `dev`:
+/// the copy is queued on dev's StreamKind::HostToDevice stream after the work already queued on its
+/// compute stream (which may still use the memory the new tensor reuses), and later compute work
+/// waits for it through an event, without blocking the host; the result is marked with
+/// record_stream(HostToDevice). `done` receives an event recorded after the copy: the caller must
+/// keep `src` alive and unchanged until `done` is complete (DeviceContext::synchronize(done)).
+/// For a CPU `dev` this is src.to(dev) and `done` stays empty (complete).
+/// Shapes and dtypes: any; the result is contiguous with src's shape and dtype.
+/// Throws Error for an undefined, non-CPU or (CUDA `dev`) non-contiguous `src`, CudaError from the
+/// runtime.
+Tensor upload_async(const Tensor& src, Device dev, Event& done);
+
 // --- template definitions ----------------------------------------------------------------------
 namespace detail {
 /// Host-side copy of `nbytes` from host memory into `dst` tensor's storage (any device).

@@ -311,6 +311,8 @@ class ValidationRun {
     double t1 = now_s();
     dt_pre_ += t1 - t0;
     Tensor preds = predictor_(im, batch);
+    // NMS runs on the host for now (the GPU-inference issue moves it to the device).
+    if (!preds.device().is_cpu()) preds = preds.to(engine::Device::cpu());
     double t2 = now_s();
     dt_inf_ += t2 - t1;
 

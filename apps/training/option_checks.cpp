@@ -49,4 +49,10 @@ std::string check_device_option(const std::string& device) {
   return d;
 }
 
+engine::Device selected_device(const std::string& checked) {
+  if (checked.empty()) return engine::cuda_unavailable_reason(0).empty() ? engine::Device::cuda(0) : engine::Device::cpu();
+  if (checked.compare(0, 3, "cpu") == 0) return engine::Device::cpu();
+  return engine::Device::cuda(std::stoi(checked.substr(0, checked.find(','))));
+}
+
 }  // namespace training

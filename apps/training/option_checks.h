@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "engine/device.h"
+
 namespace training {
 
 /// Bounds of the numeric options: the command line and the Trainer refuse values outside them,
@@ -22,5 +24,12 @@ inline constexpr int64_t kMaxImgSize = 32768;  ///< pixels
 /// '--device 0' requested", when a CUDA index cannot be used, with the cause
 /// (engine::cuda_unavailable_reason: no CUDA backend in the build, no driver, no device, bad index).
 std::string check_device_option(const std::string& device);
+
+/// The device one process runs on for a value returned by check_device_option (official
+/// select_device): "" picks cuda:0 when a CUDA device is usable and the CPU otherwise; "cpu" and
+/// CPU ranks give the CPU; CUDA indices "i" or "i,j,..." give cuda:i (the first listed: one
+/// process uses one device; `yolov9 train` spawns one rank per listed device). Throws nothing
+/// for a checked value (an unchecked one may throw std::invalid_argument from std::stoi).
+engine::Device selected_device(const std::string& checked);
 
 }  // namespace training

@@ -32,7 +32,9 @@
 #include "apps/training/weights.h"
 #include "engine/allocator.h"
 #include "engine/autograd.h"
+#include "engine/backend.h"
 #include "engine/error.h"
+#include "engine/tensor.h"
 #include "io/atomic_file.h"
 #include "io/data_yaml.h"
 #include "io/grad_norm_log.h"
@@ -518,12 +520,18 @@ void Trainer::setup_notices() {
   if (!o.entity.empty() || !o.upload_dataset.empty() || o.bbox_interval != -1 || o.artifact_alias != "latest")
     notice("--entity/--upload_dataset/--bbox_interval/--artifact_alias", "ignored (no W&B logger)");
   if (o.label_smoothing != 0.0) notice("--label-smoothing", "has no effect with the TAL loss (as officially)");
-  if (!o.device.empty() && o.device.compare(0, 3, "cpu") != 0)
-    notice("--device", "CUDA training is not wired into `yolov9 train` yet; training on the CPU");
+  // check_device_option has verified every listed index; '' is cuda:0 when usable (official).
+  // One process trains on its device; data-parallel ranks on CUDA devices are not wired yet.
+  device_ = selected_device(o.device);
+  if (world > 1 && device_.is_cuda()) {
+    notice("--device", "data-parallel training on CUDA devices is not wired yet; the ranks train on the CPU");
+    device_ = engine::Device::cpu();
+  }
+  if (device_.is_cuda()) std::printf("device: %s\n", device_.str().c_str());
   {
-    // Official: amp = check_amp(model) on CUDA, off on the CPU. Training runs on the CPU here.
+    // Official: amp = check_amp(model) on CUDA, off on the CPU.
     std::string why;
-    amp_mode_ = resolve_amp_mode(o.amp, /*cuda_training=*/false, &why);
+    amp_mode_ = resolve_amp_mode(o.amp, /*cuda_training=*/device_.is_cuda(), &why);
     if (!why.empty()) notice(("--amp " + o.amp).c_str(), why.c_str());
   }
   Y9_CHECK_T(engine::ConfigError, o.epochs > 0 && o.epochs <= kMaxEpochs, "--epochs must be in 1..", kMaxEpochs,
@@ -743,6 +751,9 @@ void Trainer::setup_model() {
              "): nothing is left to train. Freeze fewer layers (--freeze 10 freezes the backbone of the official "
              "models).");
   }
+  // The model on the training device before the flat parameter store, the optimizer and the EMA
+  // are built over its tensors.
+  if (device_.is_cuda()) model_->to(device_);
 }
 
 // The flat parameter store, the three official parameter groups, the schedule and the EMA.
@@ -986,6 +997,8 @@ void Trainer::setup_last() {
   graph::BuildOptions eb;
   eb.init = false;
   ema_model_ = std::make_shared<graph::Model>(graph::parse_model_config(cfg_text_, o_.cfg, nc_), eb);
+  if (device_.is_cuda()) ema_model_->to(device_);
+  vo_.device = device_;
   tty_ = isatty(fileno(stdout)) != 0;
   std::printf("Image sizes %lld train, %lld val\nUsing %d dataloader workers\nLogging results to %s\n"
               "Starting training for %lld epochs... (%lld batches/epoch, warm-up %lld iterations, accumulate %lld)%s\n",
@@ -1158,8 +1171,8 @@ void Trainer::plot_features(int64_t epoch) {
   }
   ema_model_->eval();
   const fs::path dir = save_dir_ / "features" / fmt("epoch%lld", (long long)epoch);
-  const auto files = save_feature_maps(*ema_model_, letterboxed_input(feature_image_, static_cast<int>(imgsz_)),
-                                       dir.string());
+  const auto files = save_feature_maps(
+      *ema_model_, letterboxed_input(feature_image_, static_cast<int>(imgsz_)).to(device_), dir.string());
   std::printf("  feature maps: %zu stages -> %s\n", files.size(), dir.string().c_str());
 }
 
@@ -1389,7 +1402,17 @@ void Trainer::step(const io::Batch& batch, int64_t epoch, int64_t i, int64_t ni,
   }
   Tracer* tr = tracer_ && tracer_->active() ? tracer_.get() : nullptr;
   const int64_t t_fwd = tr ? tr->now_us() : 0;
-  const Tensor x = to_unit_float(batch.images);
+  Tensor images = batch.images;
+  if (device_.is_cuda()) {
+    // Host -> device on the copy stream; the compute stream waits for it through an event. The
+    // previous batch's copy finished long ago (its loss was read on the host): its pinned memory
+    // may go back to the loader now.
+    auto& ctx = engine::backend(engine::DeviceType::CUDA).context(device_);
+    if (inflight_batch_.images.defined()) ctx.synchronize(inflight_done_);
+    inflight_batch_ = batch;
+    images = engine::upload_async(batch.images, device_, inflight_done_);
+  }
+  const Tensor x = to_unit_float(images);
   if (ni <= nw_) {
     const int64_t acc = apply_warmup(*opt_, ni, nw_, sched_->lf(epoch), warmup_, o_.batch_size);
     if (o_.accumulate <= 0) accumulate_ = acc;  // --accumulate fixes it

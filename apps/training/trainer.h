@@ -217,6 +217,13 @@ class Trainer {
   /// is on. Not saved in checkpoints (official train_dual.py does not save it).
   std::unique_ptr<GradScaler> scaler_;
   AmpMode amp_mode_ = AmpMode::Off;
+  /// Where the model, its training state and the loss run: the CPU, or cuda:<i> for --device <i>
+  /// (one process). Batches stay on the host until step() uploads them.
+  engine::Device device_ = engine::Device::cpu();
+  /// The batch whose images are being uploaded (CUDA): its pinned host memory must not return to
+  /// the loader before `inflight_done_` completes.
+  io::Batch inflight_batch_;
+  engine::Event inflight_done_;
   int64_t amp_skipped_epoch_ = 0;  ///< optimizer steps the scaler skipped this epoch
   /// --benchmark: steps run so far (across epochs), the clocks at the end of the warm-up.
   int64_t bench_steps_ = 0;

@@ -1,0 +1,188 @@
+// `yolov9 train`, `val` and `detect` with --device 0 against the same commands with --device cpu
+// (label gpu: skips without a usable CUDA device; under the CUDA emulator it runs as
+// device_e2e_cuda_test_emu_fwd/_emu_rev, where the program's every hand-written kernel runs
+// emulated and cuDNN/cuBLAS entries are served by the CPU). Runs the built program
+// (Y9_BINARY_DIR/yolov9) on a tiny synthetic dataset: yolov9-t (PGI: the dual head and the
+// CBLinear/CBFuse branch) at 64 px, batch 2, one step with FP16 AMP (the default on CUDA, as
+// officially). Checked: the device line, the AMP report, the step's loss items (computed before
+// the update, so they must agree to 1e-4), the first gradient norm (1e-2: BatchNorm over 2x2 maps
+// of a random-init model amplifies summation-order noise), a finite validation row, checkpoints
+// readable on the CPU; then val and detect of one checkpoint on both devices agree (detections
+// within 1e-3 of the image size, the same count).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "io/synth.h"
+#include "tests/testutil.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct RunResult {
+  int code = -1;
+  std::string out;
+};
+
+RunResult run(const fs::path& root, const std::string& args) {
+  const fs::path log = root / "cmd.log";
+  const std::string cmd =
+      "OMP_NUM_THREADS=1 " + std::string(Y9_BINARY_DIR) + "/yolov9 " + args + " > " + log.string() + " 2>&1";
+  const int st = std::system(cmd.c_str());
+  RunResult r;
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  std::ifstream f(log);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  r.out = ss.str();
+  return r;
+}
+
+// results.csv: header names (trimmed) -> the values of the last row.
+std::map<std::string, double> last_row(const fs::path& csv) {
+  std::ifstream f(csv);
+  std::string line, header, last;
+  std::getline(f, header);
+  while (std::getline(f, line))
+    if (!line.empty()) last = line;
+  auto split = [](const std::string& s) {
+    std::vector<std::string> v;
+    std::stringstream ss(s);
+    for (std::string c; std::getline(ss, c, ',');) {
+      c.erase(0, c.find_first_not_of(' '));
+      v.push_back(c);
+    }
+    return v;
+  };
+  const auto h = split(header), vals = split(last);
+  std::map<std::string, double> m;
+  for (size_t i = 0; i < h.size() && i < vals.size(); ++i) m[h[i]] = std::stod(vals[i]);
+  return m;
+}
+
+double first_grad_norm(const fs::path& csv) {
+  std::ifstream f(csv);
+  std::string line;
+  std::getline(f, line);  // header
+  std::getline(f, line);
+  return std::stod(line.substr(line.rfind(',') + 1));
+}
+
+// detect --save-txt --save-conf label rows of every file: class, cx, cy, w, h, conf.
+std::map<std::string, std::vector<std::vector<double>>> labels(const fs::path& dir) {
+  std::map<std::string, std::vector<std::vector<double>>> out;
+  if (!fs::is_directory(dir)) return out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::ifstream f(e.path());
+    auto& rows = out[e.path().filename().string()];
+    for (std::string line; std::getline(f, line);) {
+      std::stringstream ss(line);
+      std::vector<double> r;
+      for (double v; ss >> v;) r.push_back(v);
+      rows.push_back(r);
+    }
+  }
+  return out;
+}
+
+bool relatively_close(double a, double b, double rtol) {
+  return std::fabs(a - b) <= rtol * std::max({std::fabs(a), std::fabs(b), 1e-12});
+}
+
+TEST(DeviceE2E, TrainValDetectOnCudaMatchTheCpu) {
+  Y9_SKIP_WITHOUT_GPU();
+  const fs::path root = fs::temp_directory_path() / ("y9_device_e2e_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  fs::create_directories(root);
+  io::SynthOptions so;
+  so.out_dir = (root / "data").string();
+  so.n_train = 2;
+  so.n_val = 2;
+  so.img_size = 64;
+  so.seed = 3;
+  io::write_synth_dataset(so);
+  const std::string cfg = std::string(Y9_SOURCE_DIR) + "/configs/models/yolov9-t.yaml";
+  const std::string data = (root / "data" / "data.yaml").string();
+  auto train = [&](const std::string& device, const std::string& name) {
+    return run(root, "train --cfg " + cfg + " --data " + data + " --img 64 --batch 2 --epochs 1 --workers 0 --seed 0 " +
+                         "--noplots --device " + device + " --project " + (root / "runs").string() + " --name " +
+                         name + " --exist-ok");
+  };
+  const RunResult cpu = train("cpu", "cpu");
+  ASSERT_EQ(cpu.code, 0) << cpu.out;
+  const RunResult gpu = train("0", "gpu");
+  ASSERT_EQ(gpu.code, 0) << gpu.out;
+  EXPECT_NE(gpu.out.find("device: cuda:0"), std::string::npos) << gpu.out;
+  EXPECT_EQ(cpu.out.find("device: cuda"), std::string::npos) << cpu.out;
+  EXPECT_NE(gpu.out.find("AMP (fp16): 0 optimizer steps skipped"), std::string::npos) << gpu.out;
+
+  const auto rc = last_row(root / "runs" / "cpu" / "results.csv");
+  const auto rg = last_row(root / "runs" / "gpu" / "results.csv");
+  for (const char* k : {"train/box_loss", "train/cls_loss", "train/dfl_loss"}) {
+    ASSERT_TRUE(rc.count(k) && rg.count(k)) << k;
+    EXPECT_TRUE(relatively_close(rc.at(k), rg.at(k), 1e-4)) << k << ": cpu " << rc.at(k) << " cuda " << rg.at(k);
+  }
+  for (const char* k : {"val/box_loss", "val/cls_loss", "val/dfl_loss", "metrics/mAP_0.5:0.95"}) {
+    ASSERT_TRUE(rg.count(k)) << k;
+    EXPECT_TRUE(std::isfinite(rg.at(k))) << k;
+  }
+  const double nc = first_grad_norm(root / "runs" / "cpu" / "grad_norm.csv");
+  const double ng = first_grad_norm(root / "runs" / "gpu" / "grad_norm.csv");
+  EXPECT_GT(ng, 0.0);
+  EXPECT_TRUE(relatively_close(nc, ng, 1e-2)) << "first gradient norm: cpu " << nc << " cuda " << ng;
+
+  // One checkpoint (written from the device run, read on both devices).
+  const std::string w = (root / "runs" / "gpu" / "weights" / "last.safetensors").string();
+  ASSERT_TRUE(fs::exists(w));
+  auto val = [&](const std::string& device, const std::string& name) {
+    return run(root, "val --weights " + w + " --data " + data + " --img 64 --batch 2 --workers 0 --device " + device +
+                         " --no-plots --project " + (root / "val").string() + " --name " + name + " --exist-ok");
+  };
+  const RunResult vc = val("cpu", "cpu"), vg = val("0", "gpu");
+  ASSERT_EQ(vc.code, 0) << vc.out;
+  ASSERT_EQ(vg.code, 0) << vg.out;
+  auto table = [](const std::string& out) {  // the "all" row of the metrics table
+    const size_t at = out.find("                   all ");
+    return at == std::string::npos ? std::string() : out.substr(at, out.find('\n', at) - at);
+  };
+  EXPECT_FALSE(table(vc.out).empty()) << vc.out;
+  EXPECT_EQ(table(vc.out), table(vg.out)) << vc.out << "\n---\n" << vg.out;
+
+  auto detect = [&](const std::string& device, const std::string& name) {
+    return run(root, "detect --weights " + w + " --source " + (root / "data" / "images" / "val").string() +
+                         " --img 64 --conf-thres 0.0001 --save-txt --save-conf --nosave --device " + device +
+                         " --project " + (root / "det").string() + " --name " + name + " --exist-ok");
+  };
+  const RunResult dc = detect("cpu", "cpu"), dg = detect("0", "gpu");
+  ASSERT_EQ(dc.code, 0) << dc.out;
+  ASSERT_EQ(dg.code, 0) << dg.out;
+  const auto lc = labels(root / "det" / "cpu" / "labels"), lg = labels(root / "det" / "gpu" / "labels");
+  ASSERT_EQ(lc.size(), lg.size());
+  size_t boxes = 0;
+  for (const auto& [file, rows] : lc) {
+    ASSERT_TRUE(lg.count(file)) << file;
+    const auto& g = lg.at(file);
+    ASSERT_EQ(rows.size(), g.size()) << file;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      ASSERT_EQ(rows[i].size(), g[i].size());
+      EXPECT_EQ(rows[i][0], g[i][0]) << file << " row " << i;  // class
+      for (size_t j = 1; j < rows[i].size(); ++j)
+        EXPECT_NEAR(rows[i][j], g[i][j], 1e-3) << file << " row " << i << " column " << j;
+      ++boxes;
+    }
+  }
+  EXPECT_GT(boxes, 0u) << "no detection to compare at --conf-thres 0.0001";
+  fs::remove_all(root);
+}
+
+}  // namespace
