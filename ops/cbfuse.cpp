@@ -33,7 +33,7 @@ Tensor cbfuse(const std::vector<Tensor>& pieces, const Tensor& x) {
     Y9_CHECK_SHAPE(p.dim() == 4 && p.size(0) == g.n && p.size(1) == g.c, "cbfuse: piece of shape ",
                    engine::shape_str(p.shape()), " does not match x's N and C (x ", engine::shape_str(x.shape()), ")");
     const int64_t ph = p.size(2), pw = p.size(3);
-    Y9_CHECK_SHAPE(ph > 0 && pw > 0 && g.h % ph == 0 && g.w % pw == 0 && g.h / ph == g.w / pw,
+    Y9_CHECK_SHAPE(ph > 0 && pw > 0 && ph <= g.h && g.h % ph == 0 && g.w % pw == 0 && g.h / ph == g.w / pw,
                    "cbfuse: cannot resize piece ", engine::shape_str(p.shape()), " to ", g.h, "x", g.w,
                    " by one integer factor");
     CBFusePiece cp{};
@@ -56,26 +56,27 @@ Tensor cbfuse(const std::vector<Tensor>& pieces, const Tensor& x) {
     need.push_back(t.requires_grad());
     shapes.push_back(t.shape());
   }
-  engine::autograd::record_fn("CBFuseBackward", inputs, {out}, [g, factors, need, shapes](const std::vector<Tensor>& gr) {
+  auto backward = [g, factors, need, shapes](const std::vector<Tensor>& gr) {
     std::vector<Tensor> r(shapes.size());
     if (!gr[0].defined()) return r;
     const size_t np = factors.size();
     if (need[np]) r[np] = gr[0];  // d(... + x)/dx: the gradient itself, as the unfused add gives it
-    Tensor dy = gr[0].contiguous();
     std::vector<void*> dxs(np, nullptr);
     bool any = false;
     for (size_t i = 0; i < np; ++i) {
       if (!need[i]) continue;
-      r[i] = Tensor::empty(shapes[i], dy.dtype(), dy.device());
+      r[i] = Tensor::empty(shapes[i], gr[0].dtype(), gr[0].device());
       dxs[i] = r[i].data_ptr();
       any = true;
     }
-    if (any && dy.numel() > 0) {
+    if (any && gr[0].numel() > 0) {
+      Tensor dy = gr[0].contiguous();
       auto kb = engine::kernel(kernels::kCBFuseBackward, dy.dtype(), dy.device());
       kb.fn(kb.ctx, dy.dtype(), dy.data_ptr(), g, factors.data(), dxs.data(), static_cast<int>(np));
     }
     return r;
-  });
+  };
+  engine::autograd::record_fn("CBFuseBackward", inputs, {out}, backward);
   return out;
 }
 

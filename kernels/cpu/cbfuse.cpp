@@ -5,7 +5,6 @@
 // backward that of upsample_nearest_backward_cpu (kernels/cpu/spatial.cpp), so the results are
 // bitwise those of the unfused composition.
 #include <cstring>
-#include <vector>
 
 #include "kernels/common/cbfuse.h"
 #include "kernels/cpu/dispatch.h"

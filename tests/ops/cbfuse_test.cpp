@@ -50,6 +50,9 @@ TEST(CBFuse, ShapeErrors) {
   auto piece = [](engine::Shape s) { return testutil::random_tensor(s, 7); };
   EXPECT_THROW(ops::cbfuse({piece({2, 3, 3, 3})}, x), engine::ShapeError);  // not a divisor
   EXPECT_THROW(ops::cbfuse({piece({2, 3, 4, 2})}, x), engine::ShapeError);  // two factors
+  EXPECT_THROW(ops::cbfuse({piece({2, 3, 16, 16})}, x), engine::ShapeError);  // larger than x
+  EXPECT_THROW(ops::cbfuse({piece({2, 3, 2, 2})}, testutil::random_tensor({2, 3, 0, 0}, 8)),
+               engine::ShapeError);  // factor 0
   EXPECT_THROW(ops::cbfuse({piece({2, 4, 4, 4})}, x), engine::ShapeError);  // C
   EXPECT_THROW(ops::cbfuse({piece({1, 3, 4, 4})}, x), engine::ShapeError);  // N
   EXPECT_THROW(ops::cbfuse({piece({2, 3, 4})}, x), engine::ShapeError);     // rank

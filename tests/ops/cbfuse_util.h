@@ -128,7 +128,8 @@ inline ::testing::AssertionResult bitwise_equal(const Tensor& a, const Tensor& b
 inline void expect_same(const Result& a, const Result& b) {
   EXPECT_TRUE(bitwise_equal(a.out, b.out)) << "forward";
   ASSERT_EQ(a.grads.size(), b.grads.size());
-  for (size_t i = 0; i < a.grads.size(); ++i) EXPECT_TRUE(bitwise_equal(a.grads[i], b.grads[i])) << "gradient of leaf " << i;
+  for (size_t i = 0; i < a.grads.size(); ++i)
+    EXPECT_TRUE(bitwise_equal(a.grads[i], b.grads[i])) << "gradient of leaf " << i;
 }
 
 }  // namespace cbfuse_test
