@@ -28,6 +28,7 @@
 #include "engine/backend.h"
 #include "engine/cuda_runtime.h"
 #include "kernels/common/batch_norm.h"
+#include "kernels/common/cbfuse.h"
 #include "kernels/common/concat.h"
 #include "kernels/common/conv.h"
 #include "kernels/common/linalg.h"
@@ -195,6 +196,47 @@ void BM_upsample(benchmark::State& state) {
           "nearest x2, read x, write 4x");
 }
 BENCHMARK(BM_upsample)->Arg(0)->Arg(1)->ArgName("f32_f16")->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+// --- CBFuse: yolov9-c layer 30, the PGI branch's sum of 3 routed pieces and x ------------------------
+
+// x [16, 256, 80, 80] plus channel slices 0:256 of the CBLinear outputs [16, 256, 80, 80] (factor 1),
+// [16, 768, 40, 40] (2) and [16, 1280, 20, 20] (4), read in place. Forward: read every piece and x
+// once, write out; backward: read dy once per piece (the factor-1 piece's gradient is a copy), write
+// every piece's gradient.
+void BM_cbfuse(benchmark::State& state) {
+  if (skip_without_gpu(state)) return;
+  const DType dt = dtype_arg(state.range(0));
+  const bool bwd = state.range(1) != 0;
+  const int64_t n = 16, c = 256, h = 80, w = 80;
+  const int64_t ctot[3] = {256, 768, 1280}, f[3] = {1, 2, 4};
+  Tensor x = rand({n, c, h, w}, dt, -1, 1, 20);
+  std::vector<Tensor> bigs, grads;
+  std::vector<kernels::CBFusePiece> pieces;
+  std::vector<void*> dxs;
+  double piece_elems = 0;
+  for (int i = 0; i < 3; ++i) {
+    const int64_t ph = h / f[i], pw = w / f[i];
+    bigs.push_back(rand({n, ctot[i], ph, pw}, dt, -1, 1, 21 + i));
+    pieces.push_back({bigs.back().data_ptr(), {ctot[i] * ph * pw, ph * pw, pw, 1}, f[i]});
+    grads.push_back(Tensor::empty({n, c, ph, pw}, dt, kDev));
+    dxs.push_back(grads.back().data_ptr());
+    piece_elems += static_cast<double>(n * c * ph * pw);
+  }
+  Tensor out = Tensor::empty({n, c, h, w}, dt, kDev);
+  const kernels::CBFuseGeom g{n, c, h, w, {c * h * w, h * w, w, 1}};
+  const double e = static_cast<double>(n * c * h * w);
+  if (bwd) {
+    auto k = engine::kernel(kernels::kCBFuseBackward, dt, kDev);
+    measure(state, [&] { k.fn(k.ctx, dt, out.data_ptr(), g, f, dxs.data(), 3); }, (3 * e + piece_elems) * esize(dt),
+            0, "backward, 3 pieces (factors 1, 2, 4)");
+  } else {
+    auto k = engine::kernel(kernels::kCBFuseForward, dt, kDev);
+    measure(state, [&] { k.fn(k.ctx, dt, pieces.data(), 3, x.data_ptr(), g, out.data_ptr()); },
+            (2 * e + piece_elems) * esize(dt), 0, "3 strided pieces (factors 1, 2, 4) + x");
+  }
+}
+BENCHMARK(BM_cbfuse)->ArgsProduct({{0, 1}, {0, 1}})->ArgNames({"f32_f16", "bwd"})->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
 
 // --- concat: the ELAN's 4 x [16, 64, 80, 80] along channels --------------------------------------
 

@@ -6,6 +6,7 @@
 
 #include "engine/error.h"
 #include "graph/model.h"
+#include "ops/cbfuse.h"
 #include "ops/ops.h"
 #include "ops/tal.h"
 
@@ -105,17 +106,18 @@ std::vector<Tensor> CBLinear::forward(const Tensor& x) const { return ops::split
 Tensor CBFuse::forward(const std::vector<std::vector<Tensor>>& routed, const Tensor& x) const {
   Y9_CHECK_SHAPE(routed.size() == idx.size(), "CBFuse: ", routed.size(), " routed inputs for ", idx.size(), " indices");
   const int64_t h = x.size(2), w = x.size(3);
-  Tensor sum;
+  std::vector<Tensor> pieces;
   for (size_t i = 0; i < routed.size(); ++i) {
-    Tensor piece = routed[i].at(static_cast<size_t>(idx[i]));
+    const Tensor& piece = routed[i].at(static_cast<size_t>(idx[i]));
     const int64_t ph = piece.size(2), pw = piece.size(3);
     Y9_CHECK_SHAPE(h % ph == 0 && w % pw == 0 && h / ph == w / pw, "CBFuse: cannot resize ", engine::shape_str(piece.shape()),
                    " to ", h, "x", w, " by one integer factor");
-    // F.interpolate(mode='nearest') with an integer factor is pure replication.
-    if (ph != h) piece = ops::upsample_nearest(piece, h / ph);
-    sum = sum.defined() ? ops::add(sum, piece) : piece;
+    pieces.push_back(piece);
   }
-  return sum.defined() ? ops::add(sum, x) : x;  // torch.sum(stack(res + [x])): pieces first, x last
+  // F.interpolate(mode='nearest') with an integer factor is pure replication; ops::cbfuse sums the
+  // replicated pieces and x in one kernel, in torch.sum(stack(res + [x]))'s order: pieces first, x
+  // last (bitwise the chain of upsample_nearest and add it replaces).
+  return ops::cbfuse(pieces, x);
 }
 
 Tensor DFL::forward(const Tensor& x) const {

@@ -29,6 +29,7 @@
 #include "kernels/common/comm.h"
 #include "kernels/common/optim.h"
 #include "kernels/common/rng.h"
+#include "ops/cbfuse.h"
 #include "ops/ciou.h"
 #include "ops/dfl.h"
 #include "ops/ops.h"
@@ -213,6 +214,14 @@ std::vector<Row> rows() {
   r.push_back({"upsample_nearest", {"upsample_nearest_forward", "upsample_nearest_backward"},
                [=] { return std::vector<Input>{in(rnd({2, 3, 4, 5}, 60))}; },
                [](const Inputs& x) { return ops::upsample_nearest(x[0].transpose(2, 3), 2); }});
+  r.push_back({"cbfuse", {"cbfuse_forward", "cbfuse_backward"},
+               [=] {
+                 return std::vector<Input>{in(rnd({2, 5, 2, 3}, 69)), in(rnd({2, 3, 4, 6}, 70)),
+                                           in(rnd({2, 3, 6, 4}, 71))};
+               },
+               [](const Inputs& x) {  // a channel slice (factor 2), a contiguous piece (factor 1), strided x
+                 return ops::cbfuse({ops::split(x[0], {1, 3, 1}, 1)[1], x[1]}, x[2].transpose(2, 3));
+               }});
   r.push_back({"max_pool2d", {"max_pool2d_forward", "max_pool2d_backward"},
                [=] {
                  // Distinct multiples of 1/256 (i * 97 mod 511 is a permutation): exact in f16 and
