@@ -258,4 +258,10 @@ std::string oom_batch_advice(engine::Device device, int64_t batch) {
   }
 }
 
+engine::OutOfMemoryError with_batch_advice(const engine::OutOfMemoryError& e, engine::Device device, int64_t batch) {
+  const std::string advice = oom_batch_advice(device, batch);
+  if (advice.empty()) return e;
+  return engine::OutOfMemoryError(e.message() + " Estimate: " + advice, e.expr().c_str(), e.file(), e.line());
+}
+
 }  // namespace training

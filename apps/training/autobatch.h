@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/device.h"
+#include "engine/error.h"
 
 namespace graph {
 class Model;
@@ -119,5 +120,9 @@ std::string oom_batch_advice(int64_t peak_bytes, int64_t batch, int64_t total_by
 /// The advice for `device` (its allocator's peak and cudaMemGetInfo total; "" on the CPU or when
 /// the runtime cannot tell), for a run of `batch` images per step. Never throws.
 std::string oom_batch_advice(engine::Device device, int64_t batch);
+
+/// `e` with " Estimate: " + oom_batch_advice(device, batch) appended to its message (same
+/// expression and source location), or `e` unchanged when there is no advice. Never throws.
+engine::OutOfMemoryError with_batch_advice(const engine::OutOfMemoryError& e, engine::Device device, int64_t batch);
 
 }  // namespace training

@@ -1206,9 +1206,7 @@ int Trainer::run() {
     return run_epochs();
   } catch (const engine::OutOfMemoryError& e) {
     // A device out of memory: add the --batch that the measured peak suggests.
-    const std::string advice = oom_batch_advice(parameters_device(*model_), batch_rank_);
-    const engine::OutOfMemoryError more(advice.empty() ? e.message() : e.message() + " Estimate: " + advice,
-                                        e.expr().c_str(), e.file(), e.line());
+    const engine::OutOfMemoryError more = with_batch_advice(e, parameters_device(*model_), batch_rank_);
     end_world_on_error(more);
     throw more;
   } catch (const std::exception& e) {

@@ -6,7 +6,7 @@
 // the official line through the two points at 80% of the free memory; a second profile of batch 1
 // measures the same bytes. Also the official log
 // lines, the model left as it was (BatchNorm statistics bitwise, no gradients), the GPU_mem
-// progress column and the out-of-memory advice on the device.
+// progress column and the out-of-memory advice on the device, added to a real out-of-memory error.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -121,4 +121,18 @@ TEST(CudaAutoBatch, ProfilesFitsAndLeavesTheModel) {
   EXPECT_NE(advice.find("try --batch 7 ("), std::string::npos) << advice;
   EXPECT_NE(advice.find("for batch 8, "), std::string::npos) << advice;
   EXPECT_NE(advice.find("device total "), std::string::npos) << advice;
+
+  // A real out-of-memory error of the device gets the advice (Trainer::run).
+  try {
+    (void)Tensor::zeros({int64_t(1) << 20, 3, 64, 64}, engine::DType::F32, Device::cuda(0));
+    ADD_FAILURE() << "a 48 GiB tensor must not fit the device";
+  } catch (const engine::OutOfMemoryError& e) {
+    const engine::OutOfMemoryError more = training::with_batch_advice(e, Device::cuda(0), 8);
+    EXPECT_EQ(more.message().rfind(e.message(), 0), 0u) << more.message();
+    EXPECT_NE(more.message().find(". Lower --batch (or --img) to need less memory. Estimate: try --batch 7 (measured "
+                                  "peak "),
+              std::string::npos)
+        << more.message();
+    EXPECT_EQ(more.line(), e.line());
+  }
 }

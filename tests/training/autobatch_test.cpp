@@ -182,6 +182,8 @@ TEST(OomAdvice, SentenceNamesTheNumbers) {
   EXPECT_EQ(training::oom_batch_advice(20 * GiB, 1, 16 * GiB),
             "batch 1 does not fit: lower --img (measured peak 20.00 GiB for batch 1, 20480.0 MiB per image; device "
             "total 16.00 GiB)");
-  // No device advice on the CPU.
+  // No device advice on the CPU: the error stays as it was.
   EXPECT_EQ(training::oom_batch_advice(engine::Device::cpu(), 16), "");
+  const engine::OutOfMemoryError e("cuda:0 out of memory", "raw_alloc", "f.cpp", 7);
+  EXPECT_EQ(training::with_batch_advice(e, engine::Device::cpu(), 16).message(), "cuda:0 out of memory");
 }
