@@ -49,7 +49,7 @@ void register_train(CLI::App& app) {
         sub.add_option("--epochs", o.epochs, "total training epochs")
             ->check(CLI::Range(int64_t{1}, training::kMaxEpochs))
             ->capture_default_str();
-        sub.add_option("--batch-size,--batch", o.batch_size, "total batch size (-1: AutoBatch, needs CUDA)")
+        sub.add_option("--batch-size,--batch", o.batch_size, "total batch size (-1: AutoBatch, the batch filling ~80% of the GPU memory; 16 on the CPU)")
             ->check(CLI::Range(int64_t{-1}, training::kMaxBatchSize))
             ->capture_default_str();
         sub.add_option("--imgsz,--img,--img-size", o.imgsz, "train, val image size (pixels)")

@@ -13,6 +13,7 @@
 
 #include "engine/allocator.h"
 #include "engine/backend.h"
+#include "engine/cuda_memory.h"
 #include "engine/error.h"
 #include "engine/tensor.h"
 
@@ -65,6 +66,32 @@ std::string cuda_unavailable_reason(int index) {
 #else
   (void)index;
   return "this build has no CUDA backend (it was configured without nvcc on PATH)";
+#endif
+}
+
+CudaMemoryInfo cuda_memory_info(int index) {
+#if defined(Y9_WITH_CUDA)
+  int prev = -1;
+  if (cudaGetDevice(&prev) != cudaSuccess) {
+    cudaGetLastError();
+    prev = -1;
+  }
+  const std::string why = cuda_unavailable_reason(index);
+  Y9_CHECK_T(CudaError, why.empty(), "cuda:", index, ": ", why);
+  cudaDeviceProp prop;
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
+  if (prev != index) CUDA_CHECK(cudaSetDevice(index));
+  size_t free_b = 0, total_b = 0;
+  const cudaError_t err = cudaMemGetInfo(&free_b, &total_b);
+  if (prev >= 0 && prev != index) cudaSetDevice(prev);
+  if (err != cudaSuccess) throw_cuda_error(err, "cudaMemGetInfo", __FILE__, __LINE__);
+  CudaMemoryInfo m;
+  m.name = prop.name;
+  m.total_bytes = static_cast<int64_t>(total_b);
+  m.free_bytes = static_cast<int64_t>(free_b);
+  return m;
+#else
+  Y9_THROW(Error, "cuda:", index, " requested but this build has no CUDA backend (configure with nvcc on PATH)");
 #endif
 }
 

@@ -3,6 +3,8 @@
 // clipping, EMA, validation on the EMA, fitness, early stopping, run directory and checkpoints
 // follow the spec section by section; deviations are marked "Deviation:".
 #include "apps/training/trainer.h"
+
+#include "apps/training/autobatch.h"
 #include "apps/training/pt_resume.h"
 
 #include <unistd.h>
@@ -268,6 +270,7 @@ Trainer::Trainer(TrainOptions o, bool resume) : o_(std::move(o)), resume_(resume
     setup_hyp();
     setup_data();
     setup_model();
+    setup_autobatch();
     setup_optimizer();
     setup_resume_state();
     setup_loaders();
@@ -482,7 +485,9 @@ void Trainer::setup_resume_pt(const TrainOptions& cli) {
   rck_.meta["finished"] = "0";
   rck_.meta["next_batch"] = "0";
   rck_.meta["last_opt_step"] = "-1";
-  rck_.meta["accumulate"] = std::to_string(official_accumulate(saved.batch_size, saved.nbs));
+  // 0: a run started with --batch-size -1 (AutoBatch chooses again, as official): setup_resume_state
+  rck_.meta["accumulate"] =
+      std::to_string(saved.batch_size == -1 ? int64_t(0) : official_accumulate(saved.batch_size, saved.nbs));
   rck_.meta["mloss"] = "[0,0,0]";
   rck_.meta["es_best_fitness"] = "0";
   rck_.meta["es_best_epoch"] = "0";
@@ -536,10 +541,7 @@ void Trainer::setup_notices() {
   }
   Y9_CHECK_T(engine::ConfigError, o.epochs > 0 && o.epochs <= kMaxEpochs, "--epochs must be in 1..", kMaxEpochs,
              " (got ", o.epochs, ")");
-  Y9_CHECK_T(engine::ConfigError, o.batch_size > 0, "--batch-size must be > 0 (AutoBatch -1 needs CUDA; got ",
-             o.batch_size, ")");
-  Y9_CHECK_T(engine::ConfigError, o.batch_size <= kMaxBatchSize, "--batch-size must be at most ", kMaxBatchSize,
-             " (got ", o.batch_size, ")");
+  check_batch_size(o.batch_size, kMaxBatchSize, world);  // -1: AutoBatch (setup_autobatch), one process only
   Y9_CHECK_T(engine::ConfigError, o.imgsz > 0 && o.imgsz <= kMaxImgSize, "--img must be in 1..", kMaxImgSize,
              " pixels (got ", o.imgsz, ")");
   Y9_CHECK_T(engine::ConfigError, o.close_mosaic >= 0 && o.close_mosaic <= kMaxEpochs,
@@ -551,7 +553,7 @@ void Trainer::setup_notices() {
   Y9_CHECK_T(engine::ConfigError, o.accumulate >= 0, "--accumulate must be >= 0 (0: the nominal-batch rule), got ",
              o.accumulate);
   // --batch is the global batch (official DDP: batch_size // WORLD_SIZE per process).
-  batch_rank_ = dist::per_rank_batch(o.batch_size, world);
+  batch_rank_ = o.batch_size == -1 ? -1 : dist::per_rank_batch(o.batch_size, world);
   // The data-parallel options are checked on one process too: a typo must not wait for the day
   // the command runs under a launcher.
   (void)dist::parse_allreduce_algo(o.allreduce);
@@ -756,6 +758,14 @@ void Trainer::setup_model() {
   if (device_.is_cuda()) model_->to(device_);
 }
 
+// --batch -1: official batch_size = check_train_batch_size(model, imgsz, amp) (single process),
+// after the model, before the optimizer (accumulation and weight decay use the batch size).
+void Trainer::setup_autobatch() {
+  if (o_.batch_size != -1) return;
+  o_.batch_size = autobatch(*model_, parameters_device(*model_), imgsz_).batch;
+  batch_rank_ = o_.batch_size;
+}
+
 // The flat parameter store, the three official parameter groups, the schedule and the EMA.
 void Trainer::setup_optimizer() {
   const int64_t nbs = o_.nbs;
@@ -832,7 +842,8 @@ void Trainer::setup_resume_state() {
     skip_batches_ = io::meta_int(rck_, "next_batch", p, 0, INT64_MAX / 4);  // < batches per epoch: setup_loaders
     best_fitness_ = io::meta_double(rck_, "best_fitness", p);
     last_opt_step_ = io::meta_int(rck_, "last_opt_step", p, -1, INT64_MAX / 4);
-    accumulate_ = io::meta_int(rck_, "accumulate", p, 1, kMaxBatchSize * 1024);
+    accumulate_ = io::meta_int(rck_, "accumulate", p, pt_resume_ ? 0 : 1, kMaxBatchSize * 1024);
+    if (accumulate_ == 0) accumulate_ = official_accumulate(o_.batch_size, o_.nbs);  // after AutoBatch
     stopper_.best_fitness = io::meta_double(rck_, "es_best_fitness", p);
     stopper_.best_epoch = io::meta_int(rck_, "es_best_epoch", p, 0, kMaxEpochs);
     stopper_.possible_stop = io::meta_str(rck_, "es_possible_stop", p) == "1";
@@ -1206,6 +1217,11 @@ void Trainer::print_benchmark(double t_train, const double* times, int64_t image
 int Trainer::run() {
   try {
     return run_epochs();
+  } catch (const engine::OutOfMemoryError& e) {
+    // A device out of memory: add the --batch that the measured peak suggests.
+    const engine::OutOfMemoryError more = with_batch_advice(e, parameters_device(*model_), batch_rank_);
+    end_world_on_error(more);
+    throw more;
   } catch (const std::exception& e) {
     end_world_on_error(e);
     throw;
@@ -1270,8 +1286,9 @@ Trainer::EpochEnd Trainer::run_epoch(int64_t epoch) {
     grad_norm_steps_ = 0;
   }
   amp_skipped_epoch_ = 0;
-  std::printf("\n%11s%11s%11s%11s%11s%11s%11s\n", "Epoch", "CPU_mem", "box_loss", "cls_loss", "dfl_loss",
-              "Instances", "Size");
+  const engine::Device mem_device = parameters_device(*model_);
+  std::printf("\n%11s%11s%11s%11s%11s%11s%11s\n", "Epoch", progress_mem_column(mem_device).header, "box_loss",
+              "cls_loss", "dfl_loss", "Instances", "Size");
   std::fflush(stdout);
   io::Batch batch;
   int64_t i = -1, images_seen = 0;
@@ -1339,13 +1356,13 @@ Trainer::EpochEnd Trainer::run_epoch(int64_t epoch) {
       }
     }
     // Progress (official tqdm description + images/s).
-    const double mem_g = static_cast<double>(engine::cpu_allocator()->stats().peak_bytes) / 1e9;
     const double ips = t_train > 0 ? static_cast<double>(images_seen) / t_train : 0.0;
     const int64_t done = i + 1 - skip, todo = nb_ - i - 1;
     const double eta = done > 0 ? t_train / static_cast<double>(done) * static_cast<double>(todo) : 0.0;
     const std::string line =
         fmt("%11s%11s%11.4g%11.4g%11.4g%11lld%11lld: %3lld%% %lld/%lld [%s<%s, %.1f img/s]",
-            fmt("%lld/%lld", (long long)epoch, (long long)(o_.epochs - 1)).c_str(), fmt("%.3gG", mem_g).c_str(),
+            fmt("%lld/%lld", (long long)epoch, (long long)(o_.epochs - 1)).c_str(),
+            progress_mem_column(mem_device).value.c_str(),
             mloss[0], mloss[1], mloss[2], (long long)batch.targets.size(0), (long long)batch.images.size(3),
             (long long)((i + 1) * 100 / nb_), (long long)(i + 1), (long long)nb_, hms(t_train).c_str(),
             hms(eta).c_str(), ips);

@@ -150,6 +150,8 @@ class Trainer {
   void setup_hyp();
   void setup_data();
   void setup_model();
+  /// --batch -1: the official AutoBatch (apps/training/autobatch.h) sets o_.batch_size.
+  void setup_autobatch();
   void setup_optimizer();
   void setup_resume_state();
   void setup_loaders();

@@ -127,6 +127,19 @@ TEST_F(DistTrain, PerRankBatchOfOneIsRefusedBeforeTraining) {
   EXPECT_EQ(ok.rc, 0) << ok.out;
 }
 
+// Official train_dual.py: "AutoBatch with --batch-size -1 is not compatible with YOLO Multi-GPU DDP
+// training" (issue 11, "Memory"); every rank refuses it before any work.
+TEST_F(DistTrain, AutoBatchIsRefusedWithRanks) {
+  Proc r = sh("OMP_NUM_THREADS=1 '" + exe() + "' " + train("autobatch", -1, "--epochs 1 --device cpu:0,cpu:1"));
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("AutoBatch with --batch-size -1 is not compatible with YOLO Multi-GPU DDP training, please "
+                       "pass a valid --batch-size"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("Starting training"), std::string::npos) << r.out;
+  EXPECT_LT(r.seconds, 30) << r.out;
+}
+
 TEST_F(DistTrain, BusyMasterPortIsNamed) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   ASSERT_GE(fd, 0);

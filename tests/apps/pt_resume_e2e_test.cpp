@@ -141,17 +141,20 @@ TEST(PtResumeE2E, OneResumedSgdStepMatchesTheOfficialResume) { check_parity("res
 // (an element whose tiny gradient makes m/sqrt(v) sensitive) against 0.17.
 TEST(PtResumeE2E, OneResumedAdamWStepMatchesTheOfficialResume) { check_parity("resume-parity-adamw", 0.02); }
 
+namespace {
+
 // Without fixtures (CI): the small real last.pt of tests/data/pt/official (a train_dual.py run of
 // a yolov9-t with widths / 8, nc 1, SGD; make_pt_fixtures.py --tiny) resumed for its epoch 1 on a
 // copy of the val set there, with an opt.yaml written beside it (its ckpt['opt'] with 2 epochs and
 // that dataset; opt.yaml wins over ckpt['opt']): a smoke test of the whole path on a real
 // smart_optimizer state (the parity tests above need the fixtures). The epoch trains, results.csv
 // gets its row, and our checkpoint has momentum for as many parameters as the file (all but the
-// DFL convs).
-TEST(PtResumeE2E, ResumesTheOfficialTinyLastPt) {
+// DFL convs). With batch_size -1 in opt.yaml (a run started with the official AutoBatch), AutoBatch chooses
+// again, as the official resume does (on the CPU: the default 16, accumulate 64 / 16 = 4).
+void resume_tiny_last_pt(int64_t batch_size) {
   const fs::path src = fs::path(Y9_SOURCE_DIR) / "tests/data/pt/official";
   if (!fs::exists(src / "last.pt")) GTEST_SKIP() << "no " << (src / "last.pt").string();
-  const fs::path dir = e2e::temp_dir("pt_resume_tiny"), run = dir / "exp";
+  const fs::path dir = e2e::temp_dir("pt_resume_tiny" + std::to_string(batch_size)), run = dir / "exp";
   fs::create_directories(run / "weights");
   fs::copy_file(src / "last.pt", run / "weights/last.pt");
   fs::copy(src / "val", dir / "val", fs::copy_options::recursive);
@@ -169,10 +172,15 @@ TEST(PtResumeE2E, ResumesTheOfficialTinyLastPt) {
   opt["epochs"] = 2;
   opt["data"] = (dir / "val/data.yaml").string();
   opt["save_dir"] = run.string();
+  if (batch_size != 0) opt["batch_size"] = batch_size;
   std::ofstream(run / "opt.yaml") << opt.dump();  // JSON is YAML
   auto r = e2e::run_cli("train --resume " + (run / "weights/last.pt").string());
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("Resuming at epoch 1"), std::string::npos) << r.out;
+  if (batch_size == -1) {
+    EXPECT_NE(r.out.find("AutoBatch: CUDA not detected, using default CPU batch-size 16\n"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(", accumulate 4)"), std::string::npos) << r.out;
+  }
   EXPECT_NE(read(run / "results.csv").find("\n                   1,"), std::string::npos) << read(run / "results.csv");
   const io::PtOptimizerState st = io::pt_optimizer_state(pt);
   const io::Checkpoint ours = io::load_checkpoint((run / "weights/last.safetensors").string());
@@ -182,6 +190,11 @@ TEST(PtResumeE2E, ResumesTheOfficialTinyLastPt) {
   EXPECT_EQ(with_state, st.state.size());
   EXPECT_GT(with_state, 100u);
 }
+
+}  // namespace
+
+TEST(PtResumeE2E, ResumesTheOfficialTinyLastPt) { resume_tiny_last_pt(0); }
+TEST(PtResumeE2E, ResumesAnOfficialAutoBatchRun) { resume_tiny_last_pt(-1); }
 
 TEST(PtResumeE2E, PtFilesThatCannotBeResumedAreRefused) {
   const std::string dir = e2e::temp_dir("pt_resume_refused");

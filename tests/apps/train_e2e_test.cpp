@@ -317,3 +317,34 @@ TEST_F(TrainE2E, BenchmarkReportsStepsAndExits) {
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("--benchmark must be in 0..1000000"), std::string::npos) << r.out;
 }
+
+// `--batch -1` (issue 11, "Memory"): the official AutoBatch; training on the CPU it prints the
+// official fallback and trains with batch 16 (16 images: one batch, accumulate 64 / 16 = 4).
+// opt.yaml keeps -1 as the official one, the checkpoint the batch used. Bad values are refused.
+TEST_F(TrainE2E, AutoBatchOnCpuUsesDefault16) {
+  std::string args = base_args("autobatch") + " --epochs 1 --noval --noplots";
+  args.replace(args.find(" --batch 8 "), 11, " --batch -1 ");
+  RunResult r = run(args);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("AutoBatch: Computing optimal batch size for --imgsz 64\n"
+                       "AutoBatch: CUDA not detected, using default CPU batch-size 16\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("(1 batches/epoch, warm-up 100 iterations, accumulate 4)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("      Epoch    CPU_mem   box_loss"), std::string::npos) << r.out;
+  const fs::path d = run_dir("autobatch");
+  EXPECT_EQ(YAML::LoadFile((d / "opt.yaml").string())["batch_size"].as<int>(), -1);
+  const io::Checkpoint ck = io::load_checkpoint((d / "weights/last.safetensors").string());
+  EXPECT_NE(ck.meta.at("opt").find("\"batch_size\":16"), std::string::npos) << ck.meta.at("opt");
+
+  for (const std::string bad : {"0", "-2"}) {
+    args = base_args("autobatch_bad") + " --epochs 1";
+    args.replace(args.find(" --batch 8 "), 11, " --batch " + bad + " ");
+    r = run(args);
+    EXPECT_NE(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find(bad == "0" ? "--batch-size must be -1 (AutoBatch) or in 1..65536 (got 0)"
+                                    : "--batch-size: Value -2 not in range -1 to 65536"),
+              std::string::npos)
+        << r.out;
+  }
+}
