@@ -125,6 +125,7 @@ TEST(DeviceE2E, TrainValDetectOnCudaMatchTheCpu) {
   EXPECT_NE(gpu.out.find("device: cuda:0"), std::string::npos) << gpu.out;
   EXPECT_EQ(cpu.out.find("device: cuda"), std::string::npos) << cpu.out;
   EXPECT_NE(gpu.out.find("AMP (fp16): 0 optimizer steps skipped"), std::string::npos) << gpu.out;
+  EXPECT_NE(gpu.out.find("GPU_mem"), std::string::npos) << gpu.out;  // the official progress column
 
   const auto rc = last_row(root / "runs" / "cpu" / "results.csv");
   const auto rg = last_row(root / "runs" / "gpu" / "results.csv");

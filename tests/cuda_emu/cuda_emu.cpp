@@ -47,7 +47,14 @@ struct CUevent_st {
   CUstream_st* stream = nullptr;
   uint64_t generation = 0;
   bool done = true;
+  int pending = 0;         // queued records and waits that still use this event
+  bool destroyed = false;  // cudaEventDestroy came while some were queued: the last one frees it
 };
+
+// A queued record or wait of `e` is done with it: frees an event destroyed in the meantime.
+static void cuda_emu_release_event(CUevent_st* e) {
+  if (--e->pending == 0 && e->destroyed) delete e;
+}
 
 namespace cuda_emu {
 namespace {
@@ -954,10 +961,10 @@ cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlag
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
   Lock lock(st().mu);
   if (!event) return cuda_emu::fail(cudaErrorInvalidResourceHandle, "cudaEventDestroy: null event");
-  // A queued record of this event may still run: it then finds the generation changed (the
-  // event object is kept alive by leaking it only if pending).
-  if (!event->done) {
-    event->generation = ~uint64_t(0);
+  // As in CUDA, destroying an event whose record or waits are still queued is legal and they still
+  // take effect: the last of them frees it (cuda_emu_release_event).
+  if (event->pending > 0) {
+    event->destroyed = true;
     return cudaSuccess;
   }
   delete event;
@@ -972,8 +979,10 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   event->stream = s;
   event->done = false;
   const uint64_t g = ++event->generation;
+  ++event->pending;
   s->queue.push_back([event, g] {
     if (event->generation == g) event->done = true;
+    cuda_emu_release_event(event);
   });
   return cudaSuccess;
 }
@@ -999,11 +1008,16 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
   // The waiting stream's later work runs only after the event's stream reached the event.
   CUstream_st* other = event->stream;
   const uint64_t g = event->generation;
+  ++event->pending;
   cuda_emu::resolve(stream)->queue.push_back([event, other, g] {
-    if (event->generation != g) return;
-    if (cudaError_t e = cuda_emu::drain(other, [event, g] { return event->done || event->generation != g; }))
-      throw cuda_emu::KernelFailure(std::string("work awaited through cudaStreamWaitEvent failed: ") +
-                                    cudaGetErrorString(e));
+    if (event->generation == g) {
+      if (cudaError_t e = cuda_emu::drain(other, [event, g] { return event->done || event->generation != g; })) {
+        cuda_emu_release_event(event);
+        throw cuda_emu::KernelFailure(std::string("work awaited through cudaStreamWaitEvent failed: ") +
+                                      cudaGetErrorString(e));
+      }
+    }
+    cuda_emu_release_event(event);
   });
   return cudaSuccess;
 }

@@ -298,6 +298,31 @@ TEST(CudaEmu, EventOrdersStreams) {
   cudaFree(d);
 }
 
+// As in CUDA, an event destroyed while its record and a wait on it are still queued keeps ordering
+// the streams (engine::upload_async destroys its local event at once), and is freed afterwards
+// (the ASan build's leak check would report it otherwise).
+TEST(CudaEmu, DestroyedPendingEventStillOrdersStreams) {
+  cudaStream_t a, b;
+  EMU_OK(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking));
+  EMU_OK(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking));
+  cudaEvent_t e;
+  EMU_OK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  float* d = dev_alloc<float>(4);
+  EMU_OK(cudaMemsetAsync(d, 0, 4 * sizeof(float), a));
+  Y9_LAUNCH(add_kernel, 1, 4, 0, a, d, 4, 7.f);
+  EMU_OK(cudaEventRecord(e, a));
+  EMU_OK(cudaStreamWaitEvent(b, e, 0));
+  EMU_OK(cudaEventDestroy(e));  // both still queued
+  std::vector<float> h(4, 0.f);
+  EMU_OK(cudaMemcpyAsync(h.data(), d, 4 * sizeof(float), cudaMemcpyDeviceToHost, b));
+  EMU_OK(cudaStreamSynchronize(b));
+  for (float v : h) EXPECT_EQ(v, 7.f);
+  EMU_OK(cudaStreamSynchronize(a));
+  EMU_OK(cudaStreamDestroy(a));
+  EMU_OK(cudaStreamDestroy(b));
+  cudaFree(d);
+}
+
 TEST(CudaEmu, WrongCopyDirectionIsRefused) {
   float* d = dev_alloc<float>(4);
   std::vector<float> h(4, 0.f);
