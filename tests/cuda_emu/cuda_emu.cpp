@@ -71,6 +71,7 @@ struct State {
   std::map<int, std::string> messages;  // error code -> latest detailed message
   int order = -1;                       // -1: not read yet, 0 forward, 1 reverse
   uint64_t launches = 0;
+  uint64_t d2h_copies = 0;  // cudaMemcpy/cudaMemcpyAsync calls from device to host memory
   size_t device_bytes = 0;
 };
 State& st() {
@@ -645,6 +646,11 @@ uint64_t launches_run() {
   return st().launches;
 }
 
+uint64_t device_to_host_copies() {
+  std::lock_guard<std::recursive_mutex> lock(st().mu);
+  return st().d2h_copies;
+}
+
 namespace detail {
 
 const Builtins& builtins() {
@@ -859,6 +865,7 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attr, const void* pt
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t nbytes, cudaMemcpyKind kind) {
   Lock lock(st().mu);
   if (cudaError_t e = cuda_emu::check_copy("cudaMemcpy", dst, src, nbytes, kind)) return e;
+  if (cuda_emu::is_device(src) && !cuda_emu::is_device(dst)) ++st().d2h_copies;
   if (cudaError_t e = cuda_emu::drain(&st().legacy)) return e;  // the legacy stream orders it
   if (nbytes) std::memmove(dst, src, nbytes);
   return cudaSuccess;
@@ -868,6 +875,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t nbytes, cudaMemcp
   Lock lock(st().mu);
   if (!cuda_emu::known_stream(stream)) return cuda_emu::fail(cudaErrorInvalidResourceHandle, "cudaMemcpyAsync: unknown stream");
   if (cudaError_t e = cuda_emu::check_copy("cudaMemcpyAsync", dst, src, nbytes, kind)) return e;
+  if (cuda_emu::is_device(src) && !cuda_emu::is_device(dst)) ++st().d2h_copies;
   if (nbytes) cuda_emu::resolve(stream)->queue.push_back([=] { std::memmove(dst, src, nbytes); });
   return cudaSuccess;
 }

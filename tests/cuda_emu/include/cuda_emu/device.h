@@ -82,6 +82,11 @@ void* dynamic_shared();
 /// Launches run so far (all streams): tests use it to see that work was queued or ran.
 uint64_t launches_run();
 
+/// cudaMemcpy/cudaMemcpyAsync calls so far that copied from device memory to host (pageable or
+/// pinned) memory, counted when issued: tests use it to check that a code path never reads the
+/// device from the host.
+uint64_t device_to_host_copies();
+
 namespace detail {
 struct Builtins {
   uint3 thread_idx;
