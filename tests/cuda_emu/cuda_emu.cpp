@@ -72,6 +72,7 @@ struct State {
   int order = -1;                       // -1: not read yet, 0 forward, 1 reverse
   uint64_t launches = 0;
   uint64_t d2h_copies = 0;  // cudaMemcpy/cudaMemcpyAsync calls from device to host memory
+  uint64_t host_syncs = 0;  // calls that block the host on queued device work (see device.h)
   size_t device_bytes = 0;
 };
 State& st() {
@@ -651,6 +652,11 @@ uint64_t device_to_host_copies() {
   return st().d2h_copies;
 }
 
+uint64_t host_synchronizations() {
+  std::lock_guard<std::recursive_mutex> lock(st().mu);
+  return st().host_syncs;
+}
+
 namespace detail {
 
 const Builtins& builtins() {
@@ -734,6 +740,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
 
 cudaError_t cudaDeviceSynchronize() {
   Lock lock(st().mu);
+  ++st().host_syncs;
   return cuda_emu::drain_all();
 }
 
@@ -865,6 +872,7 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attr, const void* pt
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t nbytes, cudaMemcpyKind kind) {
   Lock lock(st().mu);
   if (cudaError_t e = cuda_emu::check_copy("cudaMemcpy", dst, src, nbytes, kind)) return e;
+  ++st().host_syncs;
   if (cuda_emu::is_device(src) && !cuda_emu::is_device(dst)) ++st().d2h_copies;
   if (cudaError_t e = cuda_emu::drain(&st().legacy)) return e;  // the legacy stream orders it
   if (nbytes) std::memmove(dst, src, nbytes);
@@ -942,6 +950,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   Lock lock(st().mu);
   if (!cuda_emu::known_stream(stream))
     return cuda_emu::fail(cudaErrorInvalidResourceHandle, "cudaStreamSynchronize: unknown stream");
+  ++st().host_syncs;
   return cuda_emu::drain(cuda_emu::resolve(stream));
 }
 
@@ -990,6 +999,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   Lock lock(st().mu);
   if (!event) return cuda_emu::fail(cudaErrorInvalidResourceHandle, "cudaEventSynchronize: null event");
   if (event->done) return cudaSuccess;
+  ++st().host_syncs;
   return cuda_emu::drain(event->stream, [event] { return event->done; });
 }
 

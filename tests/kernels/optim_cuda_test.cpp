@@ -232,8 +232,8 @@ TEST(OptimCuda, ClipEntriesEqualCpuBitwise) {
 }
 
 // clip_grad_norm_async over a ParamStore on the device (several parameters, a frozen one, segments
-// longer than one sum_squares chunk) queues everything without a device-to-host copy (emulator
-// counter), and the norm and clipped gradients equal the CPU store's bit for bit.
+// longer than one sum_squares chunk) queues everything without a device-to-host copy or any wait
+// for the device (emulator counters), and the norm and clipped gradients equal the CPU store's bit for bit.
 TEST(OptimCuda, ClipGradNormAsyncMatchesCpuWithoutHostReads) {
   Y9_SKIP_WITHOUT_GPU();
 #if defined(Y9_WITH_CUDA)
@@ -259,11 +259,12 @@ TEST(OptimCuda, ClipGradNormAsyncMatchesCpuWithoutHostReads) {
     auto sg = make(engine::Device::cuda(0), &kg);
     const double want = training::clip_grad_norm_(*sc, max_norm);
 #if defined(Y9_CUDA_EMULATOR)
-    const uint64_t before = cuda_emu::device_to_host_copies();
+    const uint64_t before = cuda_emu::device_to_host_copies(), syncs = cuda_emu::host_synchronizations();
 #endif
     const Tensor norm = training::clip_grad_norm_async(*sg, max_norm);
 #if defined(Y9_CUDA_EMULATOR)
     EXPECT_EQ(cuda_emu::device_to_host_copies() - before, 0u) << "clip_grad_norm_async read the device";
+    EXPECT_EQ(cuda_emu::host_synchronizations() - syncs, 0u) << "clip_grad_norm_async waited for the device";
 #endif
     EXPECT_EQ(norm.device(), engine::Device::cuda(0));
     EXPECT_EQ(norm.numel(), 1);

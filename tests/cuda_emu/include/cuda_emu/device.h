@@ -87,6 +87,11 @@ uint64_t launches_run();
 /// device from the host.
 uint64_t device_to_host_copies();
 
+/// Calls so far that made the host wait for queued device work: cudaStreamSynchronize,
+/// cudaDeviceSynchronize, cudaEventSynchronize on an event not yet reached, and the blocking
+/// cudaMemcpy. Tests use it to see where a code path synchronises with the host.
+uint64_t host_synchronizations();
+
 namespace detail {
 struct Builtins {
   uint3 thread_idx;
