@@ -20,7 +20,7 @@ struct BranchState {
   Tensor pred;      // [B, A, no] gathered logits (detached copy)
   Tensor box_grid;  // [B, A, 4]
   TalResult tal;
-  Tensor tss;       // [1]
+  Tensor tss;       // [1] of the maps' dtype, a view of the op's [K] target_scores_sum
 };
 
 // Decode, assign (or take the fixed assignment) and the branch's raw loss sums into `sums` (4 F64
@@ -131,25 +131,15 @@ YoloLossResult yolo_loss(const std::vector<std::vector<Tensor>>& branches, const
                   sums.data<double>() + 4 * k);
     }
     if (cfg.reduce_sums) cfg.reduce_sums(sums);
-    // L_k = sum_k / tss, tss = max(sum target_scores, 1): in double, each rounded to the maps' dtype.
-    const std::vector<double> sv = sums.to_vector<double>();
-    std::vector<double> raw(3 * K);
-    for (size_t k = 0; k < K; ++k) {
-      const double d = std::max(sv[4 * k], 1.0);
-      st[k].tss = Tensor::from_vector<double>({d}, {1}).to(dt).to(dev);
-      const double rd[3] = {sv[4 * k + 1] / d, sv[4 * k + 2] / d, sv[4 * k + 3] / d};
-      for (int i = 0; i < 3; ++i)
-        raw[3 * k + i] = dt == DType::F32 ? static_cast<double>(static_cast<float>(rd[i])) : rd[i];
-    }
+    // L_k = sum_k / tss, tss = max(sum target_scores, 1), and the weighted items: on the sums'
+    // device (kernels/common/yolo_loss.h yolo_loss_finish_one), so CUDA never waits for the host.
+    Tensor tss = Tensor::empty({static_cast<int64_t>(K)}, dt, dev);
+    out = Tensor::empty({4}, dt, dev);
     const double gains[3] = {cfg.box_gain, cfg.cls_gain, cfg.dfl_gain};
-    std::vector<double> outv(4, 0.0);
-    for (int i = 0; i < 3; ++i) {
-      double s = 0;
-      for (size_t k = 0; k < K; ++k) s += cfg.branch_weights[k] * raw[3 * k + i];
-      outv[i] = gains[i] * s;
-    }
-    outv[3] = (outv[0] + outv[1] + outv[2]) * static_cast<double>(LB);
-    out = Tensor::from_vector(outv, {4}).to(dt).to(dev);
+    auto kfin = engine::kernel(kernels::kYoloLossFinish, dt, dev);
+    kfin.fn(kfin.ctx, dt, sums.data<double>(), static_cast<int64_t>(K), cfg.branch_weights.data(), gains, LB,
+            tss.data_ptr(), out.data_ptr());
+    for (size_t k = 0; k < K; ++k) st[k].tss = tss.narrow(0, static_cast<int64_t>(k), 1);
   }
 
   YoloLossResult res;
@@ -167,19 +157,18 @@ YoloLossResult yolo_loss(const std::vector<std::vector<Tensor>>& branches, const
   engine::autograd::record_fn(
       "YoloLossBackward", inputs, {out},
       [st, bw, g0, g1, g2, B, LB, A, no, nc, reg, hw, anc_pts, stride, dt](const std::vector<Tensor>& g) {
-        // d out / d L_k: out[i] = gain_i * sum_k w_k L_k,i (i < 3), out[3] = LB * (out[0] + out[1] + out[2]).
-        std::vector<double> gv = g[0].to(DType::F64).contiguous().to_vector<double>();
+        // d out / d L_k,i = w_k * gain_i * (g[i] + LB * g[3]) (out[i] = gain_i * sum_k w_k L_k,i for
+        // i < 3, out[3] = LB * (out[0] + out[1] + out[2])): the kernel reads g on the device.
+        const Tensor go = g[0].to(dt).contiguous();
         const double gains[3] = {g0, g1, g2};
         std::vector<Tensor> grads;
         for (size_t k = 0; k < st.size(); ++k) {
-          double coef[3];
-          for (int i = 0; i < 3; ++i) coef[i] = bw[k] * gains[i] * (gv[i] + static_cast<double>(LB) * gv[3]);
           const BranchState& s = st[k];
           Tensor gp = Tensor::empty({B, A, no}, dt, s.pred.device());
           auto kb = engine::kernel(kernels::kYoloBranchLossBackward, dt, s.pred.device());
           kb.fn(kb.ctx, dt, s.pred.data_ptr(), s.box_grid.data_ptr(), anc_pts.data_ptr(), stride.data_ptr(),
                 s.tal.target_bboxes.data_ptr(), s.tal.target_scores.data_ptr(), s.tal.fg_mask.data<bool>(),
-                s.tss.data_ptr(), B, A, nc, reg, coef, gp.data_ptr());
+                s.tss.data_ptr(), B, A, nc, reg, go.data_ptr(), bw[k], gains, LB, gp.data_ptr());
           int64_t a0 = 0;
           for (const auto& [h, w] : hw) {
             grads.push_back(gp.narrow(1, a0, h * w).permute({0, 2, 1}).contiguous().reshape({B, no, h, w}));

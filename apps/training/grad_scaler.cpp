@@ -148,11 +148,13 @@ void GradScaler::load_state_dict(const std::map<std::string, Tensor>& sd) {
 ScaledStepResult scaled_optimizer_step(GradScaler& scaler, Optimizer& opt, ModelEMA& ema, double max_norm) {
   ScaledStepResult r;
   scaler.unscale(opt.store());
-  r.grad_norm = clip_grad_norm_(opt.store(), max_norm);
+  // The norm stays on the device until the optimizer step and the EMA update are queued.
+  const Tensor norm = clip_grad_norm_async(opt.store(), max_norm);
   r.stepped = scaler.step(opt);
   scaler.update();
   opt.zero_grad();
   ema.update();  // official: also after a skipped step
+  r.grad_norm = static_cast<double>(norm.item<float>());
   return r;
 }
 

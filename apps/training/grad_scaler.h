@@ -126,7 +126,10 @@ struct ScaledStepResult {
 /// The official optimizer step of train_dual.py: scaler.unscale_(optimizer);
 /// clip_grad_norm_(max_norm); scaler.step(optimizer); scaler.update(); optimizer.zero_grad();
 /// ema.update() (also on a skipped step). With a disabled scaler this is exactly clip, step,
-/// zero_grad, EMA update.
+/// zero_grad, EMA update. The clipping runs on the device (clip_grad_norm_async) and its norm is
+/// read to the host only after the optimizer step and the EMA update are queued; an enabled
+/// scaler's step() still reads found_inf to the host before it queues the optimizer (the skip
+/// decision, as torch's GradScaler.step does with found_inf.item()).
 ScaledStepResult scaled_optimizer_step(GradScaler& scaler, Optimizer& opt, ModelEMA& ema, double max_norm);
 
 }  // namespace training

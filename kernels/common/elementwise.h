@@ -29,6 +29,37 @@ Y9_HD double k_pow(double x, double p) { return ::pow(x, p); }
 Y9_HD float k_abs(float x) { return fabsf(x); }
 Y9_HD double k_abs(double x) { return ::fabs(x); }
 
+/// a * b and a + b in double, each rounded once and never fused into an FMA: nvcc contracts
+/// `a * b + c` by default, while the host code that device kernels reproduce bit for bit (loss
+/// finishing, gradient norm) does not. Host builds use the plain operators.
+Y9_HD double k_mul_rn(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+Y9_HD double k_add_rn(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+
+/// v rounded to T (float or double) and back to double. On the host the T value goes through a
+/// volatile: GCC 12's SLP vectorizer (-O3) can drop a `(double)(float)x` round trip in some lanes
+/// of straight-line code (the host loss finishing it replaces was compiled that way).
+template <typename T>
+Y9_HD double k_round_to(double v) {
+#if defined(__CUDA_ARCH__)
+  return static_cast<double>(static_cast<T>(v));
+#else
+  volatile T r = static_cast<T>(v);
+  return static_cast<double>(r);
+#endif
+}
+
 // --- binary ---------------------------------------------------------------------------------------
 
 enum class BinaryOp : int { Add = 0, Sub = 1, Mul = 2, Div = 3 };

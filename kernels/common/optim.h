@@ -1,5 +1,5 @@
 // Element math of the optimizer updates (SGD with momentum/nesterov, Adam/AdamW incl. amsgrad,
-// Lion) and of the EMA blend, shared by the CPU twins (kernels/cpu/optim.cpp) and a future fused
+// Lion), of the EMA blend and of gradient clipping, shared by the CPU twins (kernels/cpu/optim.cpp) and a future fused
 // CUDA optimizer kernel, and their kernel entries over flat buffers. All math in FP32 in the
 // order PyTorch 1.13's single-tensor CPU paths use, so one step reproduces torch.optim to
 // rounding.
@@ -91,6 +91,23 @@ Y9_HD void lion_update(float& p, float g, float& m, const LionScalars& s) {
 /// rounded to float by the caller, as PyTorch does for a Python scalar).
 Y9_HD float ema_blend(float v, float m, float d, float one_minus_d) { return v * d + one_minus_d * m; }
 
+/// Global L2 norm of torch.nn.utils.clip_grad_norm_ (PyTorch 1.13) from the per-parameter sums of
+/// squares sums[n] (double): each per-parameter norm float(sqrt(sums[r])) (torch.norm gives an
+/// FP32 tensor), their squares summed in double in order, then float(sqrt(sum)). n == 0 gives 0.
+/// Never fused into an FMA: the device result equals the host's bit for bit.
+Y9_HD float global_norm_from_sums(const double* sums, int64_t n) {
+  double sum = 0.0;
+  for (int64_t r = 0; r < n; ++r) {
+    const double nr = k_round_to<float>(k_sqrt(sums[r]));
+    sum = k_add_rn(sum, k_mul_rn(nr, nr));
+  }
+  return static_cast<float>(k_sqrt(sum));
+}
+
+/// clip_grad_norm_'s coefficient in FP32: max_norm / (total_norm + 1e-6); the gradients are
+/// multiplied by it when !(coef >= 1) (also when NaN: torch.clamp(max=1) keeps a NaN).
+Y9_HD float clip_coef(float total_norm, float max_norm) { return max_norm / (total_norm + 1e-6f); }
+
 // --- kernel entries over flat buffers ------------------------------------------------------------
 // A fused step runs over several ranges of flat buffers at once (one call per parameter group):
 // every pointer is the START of a flat buffer and ranges[r] = (offset, n) in elements, the same
@@ -128,5 +145,17 @@ inline engine::KernelKey<EmaUpdateFn> kEmaUpdate{"ema_update"};
 using SumSquaresFn = void (*)(engine::DeviceContext& ctx, const float* g, const FlatRange* ranges, int64_t n_ranges,
                               double* out);
 inline engine::KernelKey<SumSquaresFn> kSumSquares{"sum_squares"};
+
+/// norm[0] = global_norm_from_sums(sums, n_ranges): sums [n_ranges] F64 (kSumSquares' output) and
+/// norm [1] F32, both in the device's memory (n_ranges may be 0: norm 0). One thread on CUDA, no
+/// host reads; bitwise equal to the host arithmetic.
+using GradNormFromSumsFn = void (*)(engine::DeviceContext& ctx, const double* sums, int64_t n_ranges, float* norm);
+inline engine::KernelKey<GradNormFromSumsFn> kGradNormFromSums{"grad_norm_from_sums"};
+
+/// g[i] *= coef in FP32 for i < n when !(coef >= 1) (NaN included), coef = clip_coef(norm[0],
+/// max_norm), with norm [1] F32 read on the device (no host synchronisation); g [n] F32 in the
+/// device's memory, left untouched when coef >= 1.
+using ClipByNormFn = void (*)(engine::DeviceContext& ctx, float* g, int64_t n, const float* norm, float max_norm);
+inline engine::KernelKey<ClipByNormFn> kClipByNorm{"clip_by_norm"};
 
 }  // namespace kernels

@@ -8,6 +8,7 @@
 #include "engine/backend.h"
 #include "engine/hd.h"
 #include "kernels/common/box_loss.h"
+#include "kernels/common/elementwise.h"
 
 namespace kernels {
 
@@ -76,6 +77,50 @@ Y9_HD void yolo_anchor_loss_grad(const T* p, const T* bg, T ax, T ay, T st, cons
   for (int k = 0; k < 4; ++k) dfl_side_bwd<T>(p + k * reg, reg, ltrb[k], cd * wt / T(4), g + k * reg);
 }
 
+/// Finishes the loss from the raw sums of K branches, on whichever side runs it (the host
+/// arithmetic ops::yolo_loss used to do after reading the sums): per branch tss = max(sums[k][0], 1)
+/// (a NaN sum stays NaN, as std::max(NaN, 1)) and L_k,i = sums[k][1 + i] / tss in double, each
+/// rounded to T (i = box, cls, dfl); out[i] = gain_i * sum_k w_k L_k,i (k in order, from 0) for
+/// i < 3 and out[3] = (out[0] + out[1] + out[2]) * loss_batch, all in double, rounded to T at
+/// the end. sums: [K, 4] (ts_sum, box, cls, dfl); w: [K]; gains: [3] (box, cls, dfl).
+/// Writes tss[K] (T) and out[4] (T). Deterministic (one thread, fixed order, no FMA).
+template <typename T>
+Y9_HD void yolo_loss_finish_one(const double* sums, int64_t K, const double* w, const double* gains,
+                                double loss_batch, T* tss, T* out) {
+  double o[3];
+  for (int i = 0; i < 3; ++i) {
+    double s = 0;
+    for (int64_t k = 0; k < K; ++k) {
+      const double s0 = sums[4 * k];
+      const double d = s0 < 1.0 ? 1.0 : s0;  // std::max(s0, 1.0)
+      const double raw = k_round_to<T>(sums[4 * k + 1 + i] / d);
+      s = k_add_rn(s, k_mul_rn(w[k], raw));
+    }
+    o[i] = k_mul_rn(gains[i], s);
+  }
+  for (int64_t k = 0; k < K; ++k) {
+    const double s0 = sums[4 * k];
+    tss[k] = static_cast<T>(s0 < 1.0 ? 1.0 : s0);
+  }
+  for (int i = 0; i < 3; ++i) out[i] = static_cast<T>(o[i]);
+  out[3] = static_cast<T>(k_mul_rn(k_add_rn(k_add_rn(o[0], o[1]), o[2]), loss_batch));
+}
+
+/// The backward's per-term coefficients of one branch from the incoming gradient g[4] (T) of
+/// out = (box, cls, dfl, total): d out / d L_k,i = w * gain_i * (g[i] + loss_batch * g[3]) in
+/// double, rounded to T and times inv = 1 / tss (T): cb (box), cc (cls), cd (dfl).
+template <typename T>
+Y9_HD void yolo_loss_grad_coef(const T* g, double w, const double* gains, double loss_batch, T inv, T& cb, T& cc,
+                               T& cd) {
+  T c[3];
+  const double g3 = k_mul_rn(loss_batch, static_cast<double>(g[3]));
+  for (int i = 0; i < 3; ++i)
+    c[i] = static_cast<T>(k_mul_rn(k_mul_rn(w, gains[i]), k_add_rn(static_cast<double>(g[i]), g3)));
+  cb = c[0] * inv;
+  cc = c[1] * inv;
+  cd = c[2] * inv;
+}
+
 // --- kernel entries -----------------------------------------------------------------------------
 
 /// Decodes pred into sigmoid scores [B, A, nc], boxes in grid units [B, A, 4] (xyxy) and the same
@@ -97,13 +142,29 @@ using YoloBranchLossForwardFn = void (*)(engine::DeviceContext& ctx, engine::DTy
                                          int64_t B, int64_t A, int64_t nc, int reg, double* sums);
 inline engine::KernelKey<YoloBranchLossForwardFn> kYoloBranchLossForward{"yolo_branch_loss_forward"};
 
-/// grad_pred [B, A, no] = coef[0] dL_box/dpred + coef[1] dL_cls/dpred + coef[2] dL_dfl/dpred
-/// (overwrites). coef is host memory; tss as the forward wrote it.
+/// grad_pred [B, A, no] = c_box dL_box/dpred + c_cls dL_cls/dpred + c_dfl dL_dfl/dpred
+/// (overwrites), the coefficients from yolo_loss_grad_coef: grad_out is the incoming gradient of
+/// the op's out [4] (box, cls, dfl, total), 4 contiguous values of `dtype` in the device's memory
+/// (read on the device: no host synchronisation); branch_weight, gains[3] (box, cls, dfl, host
+/// memory) and loss_batch are host constants; tss as yolo_loss_finish wrote it.
 using YoloBranchLossBackwardFn = void (*)(engine::DeviceContext& ctx, engine::DType dtype, const void* pred,
                                           const void* box_grid, const void* anc, const void* stride,
                                           const void* target_bboxes, const void* target_scores, const bool* fg,
                                           const void* tss, int64_t B, int64_t A, int64_t nc, int reg,
-                                          const double* coef, void* grad_pred);
+                                          const void* grad_out, double branch_weight, const double* gains,
+                                          int64_t loss_batch, void* grad_pred);
 inline engine::KernelKey<YoloBranchLossBackwardFn> kYoloBranchLossBackward{"yolo_branch_loss_backward"};
+
+/// Branches a CUDA yolo_loss_finish takes (its weights travel as a kernel parameter).
+constexpr int64_t kYoloLossMaxBranches = 64;
+
+/// Finishes the loss on the device (yolo_loss_finish_one): sums [K, 4] F64 in the device's
+/// memory, as the branches' forwards wrote them (after any all-reduce); branch_weights [K] and
+/// gains [3] (box, cls, dfl) are host memory. Writes tss [K] and out [4] (box, cls, dfl, total)
+/// of `dtype` in the device's memory. No host reads. Throws ShapeError when K > 64 on CUDA.
+using YoloLossFinishFn = void (*)(engine::DeviceContext& ctx, engine::DType dtype, const double* sums, int64_t K,
+                                  const double* branch_weights, const double* gains, int64_t loss_batch, void* tss,
+                                  void* out);
+inline engine::KernelKey<YoloLossFinishFn> kYoloLossFinish{"yolo_loss_finish"};
 
 }  // namespace kernels

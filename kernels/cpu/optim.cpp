@@ -1,4 +1,4 @@
-// CPU twins of the fused optimizer, EMA and gradient-norm entries (kernels/common/optim.h): loops
+// CPU twins of the fused optimizer, EMA, gradient-norm and clipping entries (kernels/common/optim.h): loops
 // over the shared element math, over a list of ranges of flat buffers. One parallel region per
 // call spreads the concatenated ranges over the threads by element index, so a step over
 // hundreds of small parameter segments costs one fork/join, and the results (pointwise) do not
@@ -104,6 +104,17 @@ void sum_squares(engine::DeviceContext&, const float* g, const FlatRange* ranges
   for (int64_t r : large) out[r] = sum_squares_range(g + ranges[r].offset, ranges[r].n);
 }
 
+void grad_norm_from_sums(engine::DeviceContext&, const double* sums, int64_t n_ranges, float* norm) {
+  *norm = global_norm_from_sums(sums, n_ranges);
+}
+
+void clip_by_norm(engine::DeviceContext&, float* g, int64_t n, const float* norm, float max_norm) {
+  const float coef = clip_coef(*norm, max_norm);
+  if (coef >= 1.0f) return;
+#pragma omp parallel for schedule(static) if (n > kGrain)
+  for (int64_t i = 0; i < n; ++i) g[i] = g[i] * coef;
+}
+
 }  // namespace
 
 Y9_REGISTER_KERNELS(engine::DeviceType::CPU, b) {
@@ -113,6 +124,8 @@ Y9_REGISTER_KERNELS(engine::DeviceType::CPU, b) {
   b.add(kLionStep, &lion_step, f32);
   b.add(kEmaUpdate, &ema_update, f32);
   b.add(kSumSquares, &sum_squares, f32);
+  b.add(kGradNormFromSums, &grad_norm_from_sums, f32);
+  b.add(kClipByNorm, &clip_by_norm, f32);
 }
 
 }  // namespace kernels::cpu

@@ -63,10 +63,12 @@ void yolo_branch_loss_forward_cpu(const T* pred, const T* box_grid, const T* anc
 template <typename T>
 void yolo_branch_loss_backward_cpu(const T* pred, const T* box_grid, const T* anc, const T* stride,
                                    const T* target_bboxes, const T* target_scores, const bool* fg, const T* tss,
-                                   int64_t B, int64_t A, int64_t nc, int reg, const double* coef, T* grad_pred) {
+                                   int64_t B, int64_t A, int64_t nc, int reg, const T* grad_out, double branch_weight,
+                                   const double* gains, int64_t loss_batch, T* grad_pred) {
   const int64_t no = 4 * reg + nc;
   const T inv = T(1) / *tss;
-  const T cb = static_cast<T>(coef[0]) * inv, cc = static_cast<T>(coef[1]) * inv, cd = static_cast<T>(coef[2]) * inv;
+  T cb, cc, cd;
+  yolo_loss_grad_coef<T>(grad_out, branch_weight, gains, static_cast<double>(loss_batch), inv, cb, cc, cd);
 #pragma omp parallel for schedule(static) if (B * A > kParallelMin)
   for (int64_t i = 0; i < B * A; ++i) {
     const int64_t a = i % A;
@@ -104,14 +106,24 @@ void forward_entry(DeviceContext&, DType dt, const void* pred, const void* box_g
 
 void backward_entry(DeviceContext&, DType dt, const void* pred, const void* box_grid, const void* anc,
                     const void* stride, const void* target_bboxes, const void* target_scores, const bool* fg,
-                    const void* tss, int64_t B, int64_t A, int64_t nc, int reg, const double* coef,
-                    void* grad_pred) {
+                    const void* tss, int64_t B, int64_t A, int64_t nc, int reg, const void* grad_out,
+                    double branch_weight, const double* gains, int64_t loss_batch, void* grad_pred) {
   float_or_double(dt, [&](auto t) {
     using T = decltype(t);
     yolo_branch_loss_backward_cpu<T>(static_cast<const T*>(pred), static_cast<const T*>(box_grid),
                                      static_cast<const T*>(anc), static_cast<const T*>(stride),
                                      static_cast<const T*>(target_bboxes), static_cast<const T*>(target_scores), fg,
-                                     static_cast<const T*>(tss), B, A, nc, reg, coef, static_cast<T*>(grad_pred));
+                                     static_cast<const T*>(tss), B, A, nc, reg, static_cast<const T*>(grad_out),
+                                     branch_weight, gains, loss_batch, static_cast<T*>(grad_pred));
+  });
+}
+
+void finish_entry(DeviceContext&, DType dt, const double* sums, int64_t K, const double* branch_weights,
+                  const double* gains, int64_t loss_batch, void* tss, void* out) {
+  float_or_double(dt, [&](auto t) {
+    using T = decltype(t);
+    yolo_loss_finish_one<T>(sums, K, branch_weights, gains, static_cast<double>(loss_batch), static_cast<T*>(tss),
+                            static_cast<T*>(out));
   });
 }
 
@@ -121,6 +133,7 @@ Y9_REGISTER_KERNELS(engine::DeviceType::CPU, b) {
   b.add(kYoloDecode, &decode_entry, engine::kF32F64);
   b.add(kYoloBranchLossForward, &forward_entry, engine::kF32F64);
   b.add(kYoloBranchLossBackward, &backward_entry, engine::kF32F64);
+  b.add(kYoloLossFinish, &finish_entry, engine::kF32F64);
 }
 
 }  // namespace kernels::cpu

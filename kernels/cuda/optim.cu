@@ -1,4 +1,4 @@
-// CUDA twins of the fused optimizer, EMA and gradient-norm entries (kernels/common/optim.h; CPU
+// CUDA twins of the fused optimizer, EMA, gradient-norm and clipping entries (kernels/common/optim.h; CPU
 // twins kernels/cpu/optim.cpp), issue 11. A step runs over every range of a parameter group in one
 // launch: the host-side list of ranges travels to the device as a kernel parameter (a RangeTable
 // of up to kTableRanges ranges with their element prefix sums), so no copy, allocation or host
@@ -192,6 +192,21 @@ __global__ void sum_squares_ranges_kernel(RangeTable t, const double* __restrict
   }
 }
 
+// --- clipping ---------------------------------------------------------------------------------
+
+/// One thread: norm[0] from the per-range sums (global_norm_from_sums).
+__global__ void grad_norm_from_sums_kernel(const double* __restrict__ sums, int64_t n, float* __restrict__ norm) {
+  if (threadIdx.x == 0 && blockIdx.x == 0) norm[0] = global_norm_from_sums(sums, n);
+}
+
+/// g[i] *= coef when !(coef >= 1); every thread derives coef from norm[0] (no host round trip).
+__global__ void clip_by_norm_kernel(float* __restrict__ g, int64_t n, const float* __restrict__ norm,
+                                    float max_norm) {
+  const float coef = clip_coef(norm[0], max_norm);
+  if (coef >= 1.0f) return;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += stride) g[i] = g[i] * coef;
+}
 
 cudaStream_t stream_of(engine::DeviceContext& ctx) { return static_cast<cudaStream_t>(ctx.stream()); }
 
@@ -244,6 +259,19 @@ void sum_squares(engine::DeviceContext& ctx, const float* g, const FlatRange* ra
   }
 }
 
+/// grad_norm_from_sums on CUDA: one thread reads the F64 sums and writes the F32 norm, both in
+/// device memory, bitwise equal to the CPU twin.
+void grad_norm_from_sums(engine::DeviceContext& ctx, const double* sums, int64_t n_ranges, float* norm) {
+  Y9_LAUNCH(grad_norm_from_sums_kernel, 1, 1, 0, stream_of(ctx), sums, n_ranges, norm);
+}
+
+/// clip_by_norm on CUDA: scales the n F32 elements of g (device memory) by the coefficient derived
+/// on the device from norm[0]; a no-op kernel when the coefficient is >= 1.
+void clip_by_norm(engine::DeviceContext& ctx, float* g, int64_t n, const float* norm, float max_norm) {
+  if (n <= 0) return;
+  Y9_LAUNCH(clip_by_norm_kernel, grid_for(n), kBlock, 0, stream_of(ctx), g, n, norm, max_norm);
+}
+
 }  // namespace
 
 Y9_REGISTER_KERNELS(engine::DeviceType::CUDA, b) {
@@ -253,6 +281,8 @@ Y9_REGISTER_KERNELS(engine::DeviceType::CUDA, b) {
   b.add(kLionStep, &lion_step, f32);
   b.add(kEmaUpdate, &ema_update, f32);
   b.add(kSumSquares, &sum_squares, f32);
+  b.add(kGradNormFromSums, &grad_norm_from_sums, f32);
+  b.add(kClipByNorm, &clip_by_norm, f32);
 }
 
 }  // namespace kernels::cuda

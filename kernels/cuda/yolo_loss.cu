@@ -1,8 +1,9 @@
 // CUDA entries of one branch of the YOLOv9 TAL loss (kernels/common/yolo_loss.h): the DFL decode,
 // the fused BCE + CIoU + DFL sums and their backward, over the same Y9_HD per-anchor math as the
 // CPU twin (kernels/cpu/yolo_loss.cpp). Source: official utils/loss_tal.py ComputeLoss and
-// BboxLoss, utils/metrics.py bbox_iou. No host reads: the sums stay in device memory and the
-// backward reads target_scores_sum on the device.
+// BboxLoss, utils/metrics.py bbox_iou. No host reads: the sums stay in device memory, a one-thread
+// kernel turns them into target_scores_sum and the loss items, and the backward reads
+// target_scores_sum and the incoming gradient on the device.
 //
 // The forward's reduction is deterministic without atomics: each block takes a chunk of one image's
 // anchors, its threads accumulate contiguous runs of anchors in double (the CPU's order within a
@@ -85,16 +86,34 @@ __global__ void yolo_loss_final_kernel(const double* __restrict__ part, int64_t 
   sums[3] = tot[3];
 }
 
+// Host constants of the finishing and backward kernels, passed by value as kernel parameters.
+struct Gains {
+  double v[3];
+};
+struct BranchWeights {
+  double v[kYoloLossMaxBranches];
+};
+
+// One thread: tss [K] and out [4] from the sums (yolo_loss_finish_one).
+template <typename T>
+__global__ void yolo_loss_finish_kernel(const double* __restrict__ sums, int64_t K, BranchWeights w, Gains gains,
+                                        double loss_batch, T* __restrict__ tss, T* __restrict__ out) {
+  if (threadIdx.x != 0 || blockIdx.x != 0) return;
+  yolo_loss_finish_one<T>(sums, K, w.v, gains.v, loss_batch, tss, out);
+}
+
 template <typename T>
 __global__ void yolo_loss_backward_kernel(const T* __restrict__ pred, const T* __restrict__ box_grid,
                                           const T* __restrict__ anc, const T* __restrict__ stride,
                                           const T* __restrict__ target_bboxes, const T* __restrict__ target_scores,
                                           const bool* __restrict__ fg, const T* __restrict__ tss, int64_t B,
-                                          int64_t A, int64_t nc, int reg, double c0, double c1, double c2,
+                                          int64_t A, int64_t nc, int reg, const T* __restrict__ grad_out,
+                                          double branch_weight, Gains gains, double loss_batch,
                                           T* __restrict__ grad_pred) {
   const int64_t no = 4 * reg + nc;
   const T inv = T(1) / *tss;
-  const T cb = static_cast<T>(c0) * inv, cc = static_cast<T>(c1) * inv, cd = static_cast<T>(c2) * inv;
+  T cb, cc, cd;  // every thread derives them from the device-side incoming gradient (4 loads)
+  yolo_loss_grad_coef<T>(grad_out, branch_weight, gains.v, loss_batch, inv, cb, cc, cd);
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < B * A; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t a = i % A;
     yolo_anchor_loss_grad<T>(pred + i * no, box_grid + i * 4, anc[a * 2], anc[a * 2 + 1], stride[a],
@@ -144,26 +163,44 @@ void forward_entry(DeviceContext& ctx, DType dt, const void* pred, const void* b
 
 void backward_entry(DeviceContext& ctx, DType dt, const void* pred, const void* box_grid, const void* anc,
                     const void* stride, const void* target_bboxes, const void* target_scores, const bool* fg,
-                    const void* tss, int64_t B, int64_t A, int64_t nc, int reg, const double* coef,
-                    void* grad_pred) {
+                    const void* tss, int64_t B, int64_t A, int64_t nc, int reg, const void* grad_out,
+                    double branch_weight, const double* gains, int64_t loss_batch, void* grad_pred) {
   if (B * A == 0) return;
   auto st = static_cast<cudaStream_t>(ctx.stream());
+  const Gains g{{gains[0], gains[1], gains[2]}};
   float_or_double_cuda(dt, "yolo_branch_loss_backward", [&]<typename T>() {
     Y9_LAUNCH(yolo_loss_backward_kernel<T>, grid_for(B * A), kBlock, 0, st, static_cast<const T*>(pred),
               static_cast<const T*>(box_grid), static_cast<const T*>(anc), static_cast<const T*>(stride),
               static_cast<const T*>(target_bboxes), static_cast<const T*>(target_scores), fg,
-              static_cast<const T*>(tss), B, A, nc, reg, coef[0], coef[1], coef[2], static_cast<T*>(grad_pred));
+              static_cast<const T*>(tss), B, A, nc, reg, static_cast<const T*>(grad_out), branch_weight, g,
+              static_cast<double>(loss_batch), static_cast<T*>(grad_pred));
+  });
+}
+
+void finish_entry(DeviceContext& ctx, DType dt, const double* sums, int64_t K, const double* branch_weights,
+                  const double* gains, int64_t loss_batch, void* tss, void* out) {
+  Y9_CHECK_SHAPE(K >= 0 && K <= kYoloLossMaxBranches, "yolo_loss_finish: ", K, " branches (at most ",
+                 kYoloLossMaxBranches, " on cuda)");
+  auto st = static_cast<cudaStream_t>(ctx.stream());
+  BranchWeights w{};
+  for (int64_t k = 0; k < K; ++k) w.v[k] = branch_weights[k];
+  const Gains g{{gains[0], gains[1], gains[2]}};
+  float_or_double_cuda(dt, "yolo_loss_finish", [&]<typename T>() {
+    Y9_LAUNCH(yolo_loss_finish_kernel<T>, 1, 1, 0, st, sums, K, w, g, static_cast<double>(loss_batch),
+              static_cast<T*>(tss), static_cast<T*>(out));
   });
 }
 
 }  // namespace
 
-/// CUDA yolo_decode, yolo_branch_loss_forward (deterministic double sums in device memory) and
-/// yolo_branch_loss_backward, F32 and F64, on the context's compute stream; no host reads.
+/// CUDA yolo_decode, yolo_branch_loss_forward (deterministic double sums in device memory),
+/// yolo_loss_finish (one thread) and yolo_branch_loss_backward (coefficients from the
+/// device-side incoming gradient), F32 and F64, on the context's compute stream; no host reads.
 Y9_REGISTER_KERNELS(engine::DeviceType::CUDA, b) {
   b.add(kYoloDecode, &decode_entry, engine::kF32F64);
   b.add(kYoloBranchLossForward, &forward_entry, engine::kF32F64);
   b.add(kYoloBranchLossBackward, &backward_entry, engine::kF32F64);
+  b.add(kYoloLossFinish, &finish_entry, engine::kF32F64);
 }
 
 }  // namespace kernels::cuda

@@ -78,6 +78,8 @@ struct State {
   std::map<int, std::string> messages;  // error code -> latest detailed message
   int order = -1;                       // -1: not read yet, 0 forward, 1 reverse
   uint64_t launches = 0;
+  uint64_t d2h_copies = 0;  // cudaMemcpy/cudaMemcpyAsync calls from device to host memory
+  uint64_t host_syncs = 0;  // calls that block the host on queued device work (see device.h)
   size_t device_bytes = 0;
 };
 State& st() {
@@ -652,6 +654,16 @@ uint64_t launches_run() {
   return st().launches;
 }
 
+uint64_t device_to_host_copies() {
+  std::lock_guard<std::recursive_mutex> lock(st().mu);
+  return st().d2h_copies;
+}
+
+uint64_t host_synchronizations() {
+  std::lock_guard<std::recursive_mutex> lock(st().mu);
+  return st().host_syncs;
+}
+
 namespace detail {
 
 const Builtins& builtins() {
@@ -735,6 +747,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
 
 cudaError_t cudaDeviceSynchronize() {
   Lock lock(st().mu);
+  ++st().host_syncs;
   return cuda_emu::drain_all();
 }
 
@@ -866,6 +879,8 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attr, const void* pt
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t nbytes, cudaMemcpyKind kind) {
   Lock lock(st().mu);
   if (cudaError_t e = cuda_emu::check_copy("cudaMemcpy", dst, src, nbytes, kind)) return e;
+  ++st().host_syncs;
+  if (cuda_emu::is_device(src) && !cuda_emu::is_device(dst)) ++st().d2h_copies;
   if (cudaError_t e = cuda_emu::drain(&st().legacy)) return e;  // the legacy stream orders it
   if (nbytes) std::memmove(dst, src, nbytes);
   return cudaSuccess;
@@ -875,6 +890,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t nbytes, cudaMemcp
   Lock lock(st().mu);
   if (!cuda_emu::known_stream(stream)) return cuda_emu::fail(cudaErrorInvalidResourceHandle, "cudaMemcpyAsync: unknown stream");
   if (cudaError_t e = cuda_emu::check_copy("cudaMemcpyAsync", dst, src, nbytes, kind)) return e;
+  if (cuda_emu::is_device(src) && !cuda_emu::is_device(dst)) ++st().d2h_copies;
   if (nbytes) cuda_emu::resolve(stream)->queue.push_back([=] { std::memmove(dst, src, nbytes); });
   return cudaSuccess;
 }
@@ -941,6 +957,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   Lock lock(st().mu);
   if (!cuda_emu::known_stream(stream))
     return cuda_emu::fail(cudaErrorInvalidResourceHandle, "cudaStreamSynchronize: unknown stream");
+  ++st().host_syncs;
   return cuda_emu::drain(cuda_emu::resolve(stream));
 }
 
@@ -991,6 +1008,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   Lock lock(st().mu);
   if (!event) return cuda_emu::fail(cudaErrorInvalidResourceHandle, "cudaEventSynchronize: null event");
   if (event->done) return cudaSuccess;
+  ++st().host_syncs;
   return cuda_emu::drain(event->stream, [event] { return event->done; });
 }
 

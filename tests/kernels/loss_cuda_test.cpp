@@ -3,8 +3,10 @@
 // rows (host only); tal_assign with ties in the top-k and an image without valid gts, equal to
 // the CPU entry exactly (labels, fg, gt_idx) and to 1e-6 (scores, boxes) in F32; the full
 // ops::yolo_loss (3-level head, 32x32 input, nc 3, batch 2) on CUDA vs the CPU: loss items and the
-// gradient w.r.t. the head maps within 1e-5. Label gpu: skips without a device (fails with
-// Y9_REQUIRE_GPU=1); the emulator build runs it in both thread orders.
+// gradient w.r.t. the head maps within 1e-5; yolo_loss_finish bitwise equal to its CPU twin; and,
+// under the emulator, no device-to-host copy during the loss forward and backward. Label gpu:
+// skips without a device (fails with Y9_REQUIRE_GPU=1); the emulator build runs it in both
+// thread orders.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,6 +24,10 @@
 #include "ops/tal.h"
 #include "ops/yolo_loss.h"
 #include "tests/testutil.h"
+
+#if defined(Y9_CUDA_EMULATOR)
+#include "cuda_emu/device.h"
+#endif
 
 namespace {
 
@@ -161,8 +167,8 @@ TEST(LossCuda, TalAssignEqualsCpuWithTiesAndAnEmptyImage) {
 // Entries ops::yolo_loss runs on the maps' device (beyond the loss entries of this issue).
 bool cuda_has_yolo_loss_path(std::string* missing) {
   const engine::Backend& b = engine::backend(engine::DeviceType::CUDA);
-  for (const char* e : {"yolo_decode", "yolo_branch_loss_forward", "yolo_branch_loss_backward", "tal_assign",
-                        "copy_strided", "binary_forward"})
+  for (const char* e : {"yolo_decode", "yolo_branch_loss_forward", "yolo_loss_finish", "yolo_branch_loss_backward",
+                        "tal_assign", "copy_strided", "binary_forward"})
     if (!b.dtypes(e).has(DType::F32)) {
       *missing = e;
       return false;
@@ -265,5 +271,98 @@ TEST(LossCuda, BranchLossSumsMatchCpuAndRepeat) {
     EXPECT_EQ(g2[j], g[j]) << "sum " << j << " differs between two CUDA runs";
   }
 }
+
+// yolo_loss_finish (the loss items and target_scores_sum from the raw sums, on the device) equals
+// its CPU twin bit for bit in F32 and F64: K = 1..3 branches, clamped and NaN ts sums, an inf sum.
+TEST(LossCuda, LossFinishEqualsCpuBitwise) {
+  Y9_SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(29);
+  std::uniform_real_distribution<double> u(0, 1);
+  const double gains[3] = {7.5, 0.5, 1.5};
+  for (DType dt : {DType::F32, DType::F64})
+    for (int trial = 0; trial < 12; ++trial) {
+      const int64_t K = 1 + trial % 3;
+      std::vector<double> bw, sv;
+      for (int64_t k = 0; k < K; ++k) {
+        bw.push_back(k == 0 && K > 1 ? 0.25 : 0.1 + u(rng));
+        const double ts = trial % 4 == 0 ? 0.5 * u(rng) : 1 + 300 * u(rng);
+        sv.insert(sv.end(), {trial == 5 ? std::numeric_limits<double>::quiet_NaN() : ts, 1e3 * u(rng),
+                             trial == 6 ? INFINITY : 1e4 * u(rng), 1e2 * u(rng)});
+      }
+      const int64_t LB = 1 + trial;
+      auto run = [&](Device d) {
+        const Tensor sums = Tensor::from_vector(sv, {K, 4}).to(d);
+        Tensor tss = Tensor::full({K}, -7.0, dt, d), out = Tensor::full({4}, -7.0, dt, d);
+        auto k = engine::kernel(kernels::kYoloLossFinish, dt, d);
+        k.fn(k.ctx, dt, sums.data<double>(), K, bw.data(), gains, LB, tss.data_ptr(), out.data_ptr());
+        std::vector<double> v = tss.to(Device::cpu()).to(DType::F64).to_vector<double>();
+        for (double x : out.to(Device::cpu()).to(DType::F64).to_vector<double>()) v.push_back(x);
+        return v;
+      };
+      const auto c = run(Device::cpu()), g = run(Device::cuda(0));
+      ASSERT_EQ(c.size(), g.size());
+      for (size_t j = 0; j < c.size(); ++j)
+        EXPECT_TRUE(c[j] == g[j] || (std::isnan(c[j]) && std::isnan(g[j])))
+            << engine::dtype_name(dt) << " trial " << trial << " value " << j << ": cuda " << g[j] << " cpu " << c[j];
+    }
+}
+
+#if defined(Y9_CUDA_EMULATOR)
+// The loss never reads the device from the host: from the head maps (already on the device) and
+// the host-side targets, ops::yolo_loss and its backward issue no device-to-host copy (the
+// emulator counts them), and wait for the device only in the synchronous host-to-device copies
+// of their host-side inputs; the results still equal the CPU's (a dual head, the official branch
+// weights).
+TEST(LossCuda, YoloLossForwardBackwardNeverReadTheDevice) {
+  Y9_SKIP_WITHOUT_GPU();
+  const int64_t B = 2, no = 67;
+  const std::vector<std::pair<int64_t, int64_t>> hw = {{4, 4}, {2, 2}, {1, 1}};
+  std::vector<Tensor> maps64;
+  for (size_t l = 0; l < 2 * hw.size(); ++l) {
+    const auto [h, w] = hw[l % hw.size()];
+    maps64.push_back(testutil::random_tensor({B, no, h, w}, 60 + l, -2, 2, DType::F64));
+  }
+  const Tensor targets = Tensor::from_vector<double>({0, 1, 0.5, 0.5, 0.5, 0.4,     //
+                                                      0, 0, 0.25, 0.3, 0.3, 0.35,  //
+                                                      1, 2, 0.4, 0.6, 0.6, 0.5},
+                                                     {3, 6});
+  auto run = [&](Device d, uint64_t* d2h, uint64_t* syncs_out) {
+    std::vector<Tensor> x;
+    for (const Tensor& m : maps64) {
+      Tensor t = m.to(DType::F32).to(d).detach();
+      t.set_requires_grad(true);
+      x.push_back(t);
+    }
+    const uint64_t before = cuda_emu::device_to_host_copies(), syncs = cuda_emu::host_synchronizations();
+    ops::YoloLossResult r = ops::yolo_loss({{x[0], x[1], x[2]}, {x[3], x[4], x[5]}}, targets,
+                                           ops::YoloLossConfig::dual(3));
+    r.total.backward();
+    *d2h = cuda_emu::device_to_host_copies() - before;
+    *syncs_out = cuda_emu::host_synchronizations() - syncs;
+    std::vector<double> v = r.items.to(Device::cpu()).to(DType::F64).to_vector<double>();
+    v.push_back(r.total.to(Device::cpu()).to(DType::F64).item<double>());
+    for (const Tensor& t : x)
+      for (double g : t.grad().to(Device::cpu()).to(DType::F64).to_vector<double>()) v.push_back(g);
+    return v;
+  };
+  uint64_t d2h_cpu = 0, d2h_cuda = 0, syncs_cpu = 0, syncs_cuda = 0;
+  const auto c = run(Device::cpu(), &d2h_cpu, &syncs_cpu);
+  const auto g = run(Device::cuda(0), &d2h_cuda, &syncs_cuda);
+  EXPECT_EQ(d2h_cuda, 0u) << "device-to-host copies during yolo_loss forward + backward on cuda";
+  // The remaining host waits are the engine's synchronous host-to-device copies of the host-side
+  // inputs (anchor points, strides, gt labels, boxes, mask): none in the backward, none for a read.
+  EXPECT_LE(syncs_cuda, 5u) << "host synchronisations during yolo_loss forward + backward on cuda";
+  // The counter works: reading the loss afterwards is a device-to-host copy.
+  const uint64_t before = cuda_emu::device_to_host_copies();
+  (void)Tensor::ones({2}, DType::F32, Device::cuda(0)).to(Device::cpu());
+  EXPECT_GT(cuda_emu::device_to_host_copies(), before);
+  ASSERT_EQ(c.size(), g.size());
+  for (int j = 0; j < 4; ++j) {
+    EXPECT_GT(c[j], 0) << j;
+    EXPECT_NEAR(g[j], c[j], 1e-5 * std::max(1.0, std::fabs(c[j]))) << "loss value " << j;
+  }
+  for (size_t j = 4; j < c.size(); ++j) ASSERT_NEAR(g[j], c[j], 1e-5 + 1e-5 * std::fabs(c[j])) << "gradient " << j;
+}
+#endif
 
 }  // namespace

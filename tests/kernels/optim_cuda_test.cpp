@@ -3,24 +3,36 @@
 // optimizer steps over many ranges with gaps (more than one launch's table of ranges), sum_squares
 // over ranges longer than one block's chunk and empty ranges, BatchNorm over more than one block's
 // worth of N*H*W per channel (and more than one span per channel) in F32, F16, BF16 and F64, and
-// synchronised BatchNorm through a stand-in all-reduce.
+// synchronised BatchNorm through a stand-in all-reduce; the clipping entries (grad_norm_from_sums,
+// clip_by_norm) bitwise equal to their CPU twins, and (emulator) clip_grad_norm_async with no
+// device-to-host copy.
 // Label gpu: skips without a device (fails with Y9_REQUIRE_GPU=1).
 #include <gtest/gtest.h>
 
 #include <cfloat>
+#include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "apps/training/clip.h"
+#include "apps/training/param_store.h"
+#include "engine/autograd.h"
 #include "engine/cuda_runtime.h"
 #include "kernels/common/batch_norm.h"
 #include "kernels/common/optim.h"
 #include "tests/kernels/cuda_parity.h"
 #include "tests/testutil.h"
 
+#if defined(Y9_CUDA_EMULATOR)
+#include "cuda_emu/device.h"
+#endif
+
 namespace {
 
 using engine::DType;
+using engine::Tensor;
 using kernels::FlatRange;
 using parity::HostBuf;
 
@@ -159,6 +171,109 @@ TEST(OptimCuda, SumSquaresMatchesCpuTwinAndIsDeterministic) {
     parity::run_cuda(kernels::kSumSquares, DType::F32, static_cast<const float*>(dg.data()), rg.data(), nr,
                      static_cast<double*>(dout.data()));
     EXPECT_TRUE(parity::bitwise_equal(dout.download(), got));
+  }
+#endif
+}
+
+// --- gradient clipping ------------------------------------------------------------------------
+
+/// Equal F32 buffers, element by element, where a NaN equals any NaN (a GPU's NaN payload may
+/// differ from the host's).
+::testing::AssertionResult same_f32(const HostBuf& got, const HostBuf& ref) {
+  if (got.n != ref.n) return ::testing::AssertionFailure() << "sizes " << got.n << " vs " << ref.n;
+  const float* a = static_cast<const float*>(got.data());
+  const float* b = static_cast<const float*>(ref.data());
+  for (int64_t i = 0; i < got.n; ++i) {
+    const bool both_nan = std::isnan(a[i]) && std::isnan(b[i]);
+    if (!both_nan && (a[i] != b[i] || std::signbit(a[i]) != std::signbit(b[i])))
+      return ::testing::AssertionFailure() << "element " << i << ": " << a[i] << " vs " << b[i];
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// grad_norm_from_sums and clip_by_norm on CUDA equal the CPU twins bit for bit: sums with zeros,
+// large and tiny values, none (norm 0), an inf and a NaN (coef NaN: scales to NaN); max_norm
+// below (scales, the coefficient derived on the device) and above the norm (no change).
+TEST(OptimCuda, ClipEntriesEqualCpuBitwise) {
+  Y9_SKIP_WITHOUT_GPU();
+#if defined(Y9_WITH_CUDA)
+  const std::vector<std::vector<double>> sum_sets = {
+      {}, {0.0}, {4.0, 9.0, 144.0}, {1e-30, 3.3e7, 0.0, 17.25, 1e-3, 2.5e5}, {1.0, INFINITY}, {2.0, NAN, 1.0}};
+  const int64_t n = 5000;
+  const HostBuf g = parity::random_buf(DType::F32, n, 91);
+  for (size_t k = 0; k < sum_sets.size(); ++k) {
+    SCOPED_TRACE("sum set " + std::to_string(k));
+    const auto& sv = sum_sets[k];
+    const int64_t nr = static_cast<int64_t>(sv.size());
+    HostBuf sums(DType::F64, std::max<int64_t>(nr, 1));
+    for (int64_t r = 0; r < nr; ++r) static_cast<double*>(sums.data())[r] = sv[static_cast<size_t>(r)];
+    HostBuf cnorm(DType::F32, 1);
+    parity::run_cpu(kernels::kGradNormFromSums, DType::F32, static_cast<const double*>(sums.data()), nr,
+                    static_cast<float*>(cnorm.data()));
+    parity::DevBuf dsums(sums), dnorm(parity::random_buf(DType::F32, 1, 3));
+    parity::run_cuda(kernels::kGradNormFromSums, DType::F32, static_cast<const double*>(dsums.data()), nr,
+                     static_cast<float*>(dnorm.data()));
+    const HostBuf gnorm = dnorm.download();
+    EXPECT_TRUE(same_f32(gnorm, cnorm)) << "norm " << *static_cast<const float*>(cnorm.data());
+    for (float max_norm : {0.5f, 1e30f}) {
+      HostBuf cg = g;
+      parity::run_cpu(kernels::kClipByNorm, DType::F32, static_cast<float*>(cg.data()), n,
+                      static_cast<const float*>(cnorm.data()), max_norm);
+      parity::DevBuf dg(g);
+      parity::run_cuda(kernels::kClipByNorm, DType::F32, static_cast<float*>(dg.data()), n,
+                       static_cast<const float*>(dnorm.data()), max_norm);
+      EXPECT_TRUE(same_f32(dg.download(), cg)) << "max_norm " << max_norm;
+      const float coef = kernels::clip_coef(*static_cast<const float*>(cnorm.data()), max_norm);
+      if (coef >= 1.0f) EXPECT_TRUE(parity::bitwise_equal(cg, g)) << "unchanged at coef " << coef;
+      else if (k >= 2) EXPECT_FALSE(parity::bitwise_equal(cg, g)) << "scaled at coef " << coef;
+    }
+  }
+#endif
+}
+
+// clip_grad_norm_async over a ParamStore on the device (several parameters, a frozen one, segments
+// longer than one sum_squares chunk) queues everything without a device-to-host copy or any wait
+// for the device (emulator counters), and the norm and clipped gradients equal the CPU store's bit for bit.
+TEST(OptimCuda, ClipGradNormAsyncMatchesCpuWithoutHostReads) {
+  Y9_SKIP_WITHOUT_GPU();
+#if defined(Y9_WITH_CUDA)
+  const std::vector<int64_t> sizes = {7, 20000, 3, 9000, 1};
+  auto make = [&](engine::Device d, std::vector<Tensor>* keep) {
+    training::NamedTensors named;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      Tensor p = Tensor::zeros({sizes[i]}, DType::F32, d);
+      if (i != 2) p.set_requires_grad(true);  // parameter 2 is frozen
+      keep->push_back(p);
+      named.push_back({"p" + std::to_string(i), p});
+    }
+    auto store = std::make_unique<training::ParamStore>(named);
+    engine::autograd::NoGradGuard ng;
+    for (size_t i = 0; i < sizes.size(); ++i)
+      store->grad_segment(i).copy_(testutil::random_tensor({sizes[i]}, 300 + i, -2, 2, DType::F64).to(DType::F32).to(d));
+    return store;
+  };
+  for (double max_norm : {5.0, 1e6}) {
+    SCOPED_TRACE("max_norm " + std::to_string(max_norm));
+    std::vector<Tensor> kc, kg;
+    auto sc = make(engine::Device::cpu(), &kc);
+    auto sg = make(engine::Device::cuda(0), &kg);
+    const double want = training::clip_grad_norm_(*sc, max_norm);
+#if defined(Y9_CUDA_EMULATOR)
+    const uint64_t before = cuda_emu::device_to_host_copies(), syncs = cuda_emu::host_synchronizations();
+#endif
+    const Tensor norm = training::clip_grad_norm_async(*sg, max_norm);
+#if defined(Y9_CUDA_EMULATOR)
+    EXPECT_EQ(cuda_emu::device_to_host_copies() - before, 0u) << "clip_grad_norm_async read the device";
+    EXPECT_EQ(cuda_emu::host_synchronizations() - syncs, 0u) << "clip_grad_norm_async waited for the device";
+#endif
+    EXPECT_EQ(norm.device(), engine::Device::cuda(0));
+    EXPECT_EQ(norm.numel(), 1);
+    EXPECT_EQ(static_cast<double>(norm.item<float>()), want);
+    EXPECT_GT(want, 10.0);
+    const auto gc = sc->grads().flat.to_vector<float>();
+    const auto gg = sg->grads().flat.to(engine::Device::cpu()).to_vector<float>();
+    EXPECT_EQ(gg, gc);
+    EXPECT_EQ(training::grad_norm(*sg), training::grad_norm(*sc));
   }
 #endif
 }

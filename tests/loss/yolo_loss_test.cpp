@@ -1,10 +1,18 @@
 // yolo_loss: the synthetic reference values of shared/spec/loss.md section 10 (official loss
-// code, single and dual), a finite-difference gradient check in double, and error cases.
+// code, single and dual), a finite-difference gradient check in double, error cases, and the
+// device-side finishing (yolo_loss_finish) and backward coefficients against the host arithmetic
+// they replaced, bit for bit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
 
+#include "engine/backend.h"
 #include "engine/error.h"
+#include "kernels/common/yolo_loss.h"
 #include "ops/reduce.h"
 #include "ops/yolo_loss.h"
 #include "tests/testutil.h"
@@ -133,4 +141,174 @@ TEST(YoloLoss, ShapeErrors) {
   EXPECT_THROW(ops::yolo_loss({lv}, spec_targets(), ops::YoloLossConfig::dual(3)), engine::ShapeError);
   // spec_targets has image index 1 but B = 1.
   EXPECT_THROW(ops::yolo_loss({lv}, spec_targets(), ops::YoloLossConfig::single(3)), engine::ShapeError);
+}
+
+// --- device-side finishing and backward coefficients vs the former host arithmetic -------------
+
+namespace {
+
+// The host arithmetic ops::yolo_loss ran before the finishing moved into yolo_loss_finish: tss and
+// out [4] in double, rounded to the maps' dtype (F32 rounds every L_k,i first).
+void host_finish(const std::vector<double>& sv, const std::vector<double>& bw, const double gains[3], int64_t LB,
+                 engine::DType dt, std::vector<double>* tss, std::vector<double>* outv) {
+  const size_t K = bw.size();
+  // Through a volatile: GCC 12's SLP vectorizer (-O3) drops this round trip in some lanes otherwise.
+  auto round = [&](double v) {
+    if (dt != engine::DType::F32) return v;
+    volatile float f = static_cast<float>(v);
+    return static_cast<double>(f);
+  };
+  std::vector<double> raw(3 * K);
+  tss->clear();
+  for (size_t k = 0; k < K; ++k) {
+    const double d = std::max(sv[4 * k], 1.0);
+    tss->push_back(round(d));
+    const double rd[3] = {sv[4 * k + 1] / d, sv[4 * k + 2] / d, sv[4 * k + 3] / d};
+    for (int i = 0; i < 3; ++i) raw[3 * k + i] = round(rd[i]);
+  }
+  outv->assign(4, 0.0);
+  for (int i = 0; i < 3; ++i) {
+    double s = 0;
+    for (size_t k = 0; k < K; ++k) s += bw[k] * raw[3 * k + i];
+    (*outv)[i] = gains[i] * s;
+  }
+  (*outv)[3] = ((*outv)[0] + (*outv)[1] + (*outv)[2]) * static_cast<double>(LB);
+  for (double& v : *outv) v = round(v);
+}
+
+// Bitwise equality of doubles (NaN equals NaN with the same bits).
+bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+}  // namespace
+
+TEST(YoloLoss, FinishEntryEqualsHostArithmetic) {
+  std::mt19937_64 rng(17);
+  std::uniform_real_distribution<double> u(0, 1);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double gains[3] = {7.5, 0.5, 1.5};
+  for (engine::DType dt : {engine::DType::F32, engine::DType::F64})
+    for (int trial = 0; trial < 50; ++trial) {
+      const size_t K = 1 + trial % 3;
+      std::vector<double> bw, sv;
+      for (size_t k = 0; k < K; ++k) {
+        bw.push_back(k == 0 && K > 1 ? 0.25 : 0.1 + u(rng));
+        // ts_sum below 1 (clamped), around 1 and large; trial 7 a NaN ts_sum, trial 9 an inf box sum.
+        const double ts = trial % 4 == 0 ? 0.3 * u(rng) : (trial % 4 == 1 ? 1.0 : 1 + 500 * u(rng));
+        sv.insert(sv.end(), {trial == 7 ? nan : ts, 1e3 * u(rng), trial == 9 ? INFINITY : 1e4 * u(rng), 1e2 * u(rng)});
+      }
+      const int64_t LB = 1 + trial % 16;
+      std::vector<double> want_tss, want_out;
+      host_finish(sv, bw, gains, LB, dt, &want_tss, &want_out);
+      Tensor sums = Tensor::from_vector(sv, {static_cast<int64_t>(K), 4});
+      Tensor tss = Tensor::empty({static_cast<int64_t>(K)}, dt), out = Tensor::empty({4}, dt);
+      auto k = engine::kernel(kernels::kYoloLossFinish, dt, engine::Device::cpu());
+      k.fn(k.ctx, dt, sums.data<double>(), static_cast<int64_t>(K), bw.data(), gains, LB, tss.data_ptr(),
+           out.data_ptr());
+      const auto got_tss = tss.to(engine::DType::F64).to_vector<double>();
+      const auto got_out = out.to(engine::DType::F64).to_vector<double>();
+      for (size_t j = 0; j < K; ++j) EXPECT_TRUE(same_bits(got_tss[j], want_tss[j])) << "tss " << j << " trial " << trial;
+      for (int j = 0; j < 4; ++j)
+        EXPECT_TRUE(same_bits(got_out[j], want_out[j]))
+            << engine::dtype_name(dt) << " trial " << trial << " out[" << j << "] " << got_out[j] << " vs " << want_out[j];
+    }
+}
+
+// A case where GCC 12 -O3 dropped the F32 rounding of L_k,box in the former host code: the values
+// from numpy (float(np.float32(sum / tss)) per branch, then the double arithmetic).
+TEST(YoloLoss, FinishEntryRoundsEveryBranchTerm) {
+  const std::vector<double> sv = {222.28440535962849, 15.502237467560589, 8627.1103354086372, 38.853853868688617,
+                                  31.7,               15.502237467560589, 8627.1103354086372, 38.853853868688617};
+  const double bw[2] = {0.25, 1.0}, gains[3] = {7.5, 0.5, 1.5};
+  Tensor sums = Tensor::from_vector(sv, {2, 4});
+  Tensor tss = Tensor::empty({2}), out = Tensor::empty({4});
+  auto k = engine::kernel(kernels::kYoloLossFinish, engine::DType::F32, engine::Device::cpu());
+  k.fn(k.ctx, engine::DType::F32, sums.data<double>(), 2, bw, gains, 2, tss.data_ptr(), out.data_ptr());
+  EXPECT_EQ(out.to_vector<float>(), (std::vector<float>{3.7984855175018311f, 140.92568969726562f,
+                                                        1.9040580987930298f, 293.2564697265625f}));
+  EXPECT_EQ(tss.to_vector<float>(), (std::vector<float>{222.28440535962849f, 31.7f}));
+}
+
+TEST(YoloLoss, GradCoefEqualsHostArithmetic) {
+  std::mt19937_64 rng(23);
+  std::uniform_real_distribution<double> u(-2, 2);
+  const double gains[3] = {7.5, 0.5, 1.5};
+  for (int trial = 0; trial < 200; ++trial) {
+    const double g[4] = {u(rng), u(rng), u(rng), trial % 5 == 0 ? 0.0 : u(rng)};
+    const double w = trial % 2 ? 0.25 : 1.0 + u(rng);
+    const int64_t LB = 1 + trial % 32;
+    const double tss = 1 + 100 * std::fabs(u(rng));
+    // Former host side: coef in double from g read as F64, then the kernel's T(coef) * (1 / tss).
+    auto check = [&](auto zero) {
+      using T = decltype(zero);
+      const T gt[4] = {static_cast<T>(g[0]), static_cast<T>(g[1]), static_cast<T>(g[2]), static_cast<T>(g[3])};
+      const T inv = T(1) / static_cast<T>(tss);
+      T want[3];
+      for (int i = 0; i < 3; ++i)
+        want[i] = static_cast<T>(w * gains[i] * (static_cast<double>(gt[i]) + static_cast<double>(LB) * gt[3])) * inv;
+      T cb, cc, cd;
+      kernels::yolo_loss_grad_coef<T>(gt, w, gains, static_cast<double>(LB), inv, cb, cc, cd);
+      EXPECT_EQ(cb, want[0]) << "trial " << trial;
+      EXPECT_EQ(cc, want[1]) << "trial " << trial;
+      EXPECT_EQ(cd, want[2]) << "trial " << trial;
+    };
+    check(float(0));
+    check(double(0));
+  }
+}
+
+// The op's items, total and target_scores_sum equal the host arithmetic on the raw sums (taken,
+// and scaled, in the reduce_sums hook, which sees them before the finishing), for a dual head in F32 and
+// F64 and a loss_batch; the backward applies the branch weights (identical maps in both branches
+// with weights 0.25 and 1: the first branch's gradient is exactly a quarter of the second's) and
+// the incoming gradient (the items are detached: it arrives through total).
+TEST(YoloLoss, DeviceFinishMatchesHostAndBackwardWeighsBranches) {
+  for (engine::DType dt : {engine::DType::F32, engine::DType::F64}) {
+    SCOPED_TRACE(engine::dtype_name(dt));
+    auto aux = synthetic_levels(2, 67, 64, 0.9, dt);
+    auto mainb = synthetic_levels(2, 67, 64, 0.0, dt);
+    ops::YoloLossConfig cfg = ops::YoloLossConfig::dual(3);
+    cfg.loss_batch = 5;
+    std::vector<double> sv;
+    // The hook stands in for an all-reduce: it scales the sums (as a sum over ranks would), so
+    // target_scores_sum leaves the clamp at 1.
+    cfg.reduce_sums = [&sv](Tensor& sums) {
+      double* p = sums.data<double>();
+      for (int64_t i = 0; i < sums.numel(); ++i) p[i] *= 37.25;
+      sv = sums.to_vector<double>();
+    };
+    auto r = ops::yolo_loss({aux, mainb}, spec_targets(), cfg);
+    ASSERT_EQ(sv.size(), 8u);
+    std::vector<double> want_tss, want_out;
+    const double gains[3] = {cfg.box_gain, cfg.cls_gain, cfg.dfl_gain};
+    host_finish(sv, cfg.branch_weights, gains, cfg.loss_batch, dt, &want_tss, &want_out);
+    const auto it = r.items.to(engine::DType::F64).to_vector<double>();
+    for (int j = 0; j < 3; ++j) EXPECT_TRUE(same_bits(it[j], want_out[j])) << "item " << j;
+    EXPECT_TRUE(same_bits(r.total.to(engine::DType::F64).item<double>(), want_out[3]));
+    for (size_t k = 0; k < 2; ++k)
+      EXPECT_TRUE(same_bits(r.target_scores_sum[k].to(engine::DType::F64).item<double>(), want_tss[k])) << k;
+    EXPECT_GT(want_tss[0], 1.0);  // not the clamp: the division is exercised
+  }
+  // Backward: the same maps in both branches.
+  auto lv = synthetic_levels(2, 67, 64, 0.0, engine::DType::F32);
+  std::vector<Tensor> a, b;
+  for (const Tensor& t : lv) {
+    a.push_back(t.clone());
+    b.push_back(t.clone());
+    a.back().set_requires_grad(true);
+    b.back().set_requires_grad(true);
+  }
+  ops::YoloLossConfig cfg = ops::YoloLossConfig::dual(3);
+  cfg.loss_batch = 3;
+  auto r = ops::yolo_loss({a, b}, spec_targets(), cfg);
+  r.total.backward();
+  for (size_t i = 0; i < a.size(); ++i) {
+    const auto ga = a[i].grad().to_vector<float>(), gb = b[i].grad().to_vector<float>();
+    ASSERT_EQ(ga.size(), gb.size());
+    size_t nonzero = 0;
+    for (size_t j = 0; j < ga.size(); ++j) {
+      ASSERT_EQ(ga[j], 0.25f * gb[j]) << "level " << i << " element " << j;
+      nonzero += gb[j] != 0.f;
+    }
+    EXPECT_GT(nonzero, 0u) << "level " << i;
+  }
 }

@@ -300,7 +300,8 @@ std::vector<Row> rows() {
     auto frozen = std::make_shared<std::vector<ops::TalResult>>();
     const Tensor targets = Tensor::from_vector<double>({0, 1, 0.5, 0.5, 0.5, 0.4, 0, 0, 0.25, 0.3, 0.3, 0.35}, {2, 6});
     r.push_back({"yolo_loss (decode, branch loss, frozen assignment)",
-                 {"yolo_decode", "yolo_branch_loss_forward", "yolo_branch_loss_backward", "copy_strided"},
+                 {"yolo_decode", "yolo_branch_loss_forward", "yolo_loss_finish", "yolo_branch_loss_backward",
+                  "copy_strided"},
                  [=] {
                    std::vector<Input> v{in(rnd({1, 67, 4, 4}, 90, -2, 2)), in(rnd({1, 67, 2, 2}, 91, -2, 2)),
                                         in(rnd({1, 67, 1, 1}, 92, -2, 2))};
@@ -512,6 +513,41 @@ std::vector<Row> rows() {
                  for (size_t r = 0; r < 3; ++r)
                    for (int64_t i = rg[r].offset; i < rg[r].offset + rg[r].n; ++i) s[r] += double(g[i]) * g[i];
                  return Tensor::from_vector(s, {3});
+               }});
+  // Gradient clipping on the device: the norm from the per-range sums, then the clip kernel with a
+  // max_norm below the norm (scales every element, the gap included) and one above (no change).
+  r.push_back({"grad_norm_from_sums, clip_by_norm", {"sum_squares", "grad_norm_from_sums", "clip_by_norm"},
+               [=] { return std::vector<Input>{in(rnd({134}, 170), false)}; },
+               [](const Inputs& x) {
+                 const Device dev = x[0].device();
+                 const auto rg = Flat::ranges();
+                 Tensor sums = Tensor::empty({2}, DType::F64, dev), norm = Tensor::empty({1}, DType::F32, dev);
+                 auto ss = engine::kernel(kernels::kSumSquares, DType::F32, dev);
+                 ss.fn(ss.ctx, x[0].data<float>(), rg.data(), 2, sums.data<double>());
+                 auto gn = engine::kernel(kernels::kGradNormFromSums, DType::F32, dev);
+                 gn.fn(gn.ctx, sums.data<double>(), 2, norm.data<float>());
+                 auto cl = engine::kernel(kernels::kClipByNorm, DType::F32, dev);
+                 Tensor a = x[0].clone(), b = x[0].clone();
+                 cl.fn(cl.ctx, a.data<float>(), 134, norm.data<float>(), 0.5f);
+                 cl.fn(cl.ctx, b.data<float>(), 134, norm.data<float>(), 100.f);
+                 return Flat::join({norm, a, b});
+               },
+               GradMode::None,
+               [](const Inputs& x) {
+                 const auto g = x[0].to_vector<float>();
+                 double sum = 0;
+                 for (const auto& rg : Flat::ranges()) {
+                   double s = 0;
+                   for (int64_t i = rg.offset; i < rg.offset + rg.n; ++i) s += double(g[i]) * g[i];
+                   const double n = static_cast<float>(std::sqrt(s));
+                   sum += n * n;
+                 }
+                 const float norm = static_cast<float>(std::sqrt(sum));
+                 const float coef = 0.5f / (norm + 1e-6f);
+                 std::vector<float> out = {norm};
+                 for (float v : g) out.push_back(v * coef);
+                 out.insert(out.end(), g.begin(), g.end());
+                 return Tensor::from_vector<float>(out, {269}).to(DType::F64);
                }});
   return r;
 }

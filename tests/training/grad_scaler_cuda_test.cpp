@@ -4,7 +4,9 @@
 // scales (the natural inf of AMP), unscaled into the F32 master gradient buffer by the CUDA
 // amp_unscale entry; the scaler skips, halves, steps and grows exactly as the CPU twin running
 // the same computation (F32 rounded through F16 after every op), plus an injected NaN. Also the CUDA entries against their CPU
-// twins on a longer buffer with several ranges and non-finite values inside and outside them.
+// twins on a longer buffer with several ranges and non-finite values inside and outside them, and
+// (emulator) the device-to-host copies of scaled_optimizer_step: the norm, plus found_inf when
+// the scaler is enabled.
 // Label gpu: skips without a device (fails with Y9_REQUIRE_GPU=1); the emulator build runs it in
 // both thread orders.
 #include <gtest/gtest.h>
@@ -26,6 +28,10 @@
 #include "ops/ops.h"
 #include "ops/reduce.h"
 #include "tests/testutil.h"
+
+#if defined(Y9_CUDA_EMULATOR)
+#include "cuda_emu/device.h"
+#endif
 
 namespace {
 
@@ -164,6 +170,68 @@ TEST(GradScalerCuda, Fp16StepsSkipHalveAndGrowLikeTheCpuTwin) {
   expect_close(gpu.momentum, cpu.momentum, "momentum");
   expect_close(gpu.ema, cpu.ema, "ema");
 }
+
+#if defined(Y9_CUDA_EMULATOR)
+// scaled_optimizer_step on cuda:0 reads the device once per step with the scaler disabled (the
+// clipping norm, after the optimizer step and the EMA update are queued) and twice with it enabled
+// (found_inf in step(), then the norm); the norm, the clipped step and the EMA equal the CPU's.
+TEST(GradScalerCuda, ScaledStepReadsOnlyTheNormAndFoundInf) {
+  Y9_SKIP_WITHOUT_GPU();
+  struct Out {
+    double norm = 0;
+    bool stepped = false;
+    std::vector<float> params, ema;
+    uint64_t d2h = 0;
+  };
+  auto run = [](Device dev, bool enabled) {
+    Tensor w = Tensor::from_vector<float>(rand_vec(kN, 11), {kN}).to(dev);
+    Tensor b = Tensor::from_vector<float>(rand_vec(kN, 12), {kN}).to(dev);
+    w.set_requires_grad(true);
+    b.set_requires_grad(true);
+    training::ParamStore store({{"w", w}, {"b", b}});
+    training::SGD opt(store);
+    training::ParamGroup g;
+    g.params = store.named_params();
+    g.lr = 0.01;
+    g.momentum = 0.937;
+    g.nesterov = true;
+    opt.add_param_group(g);
+    training::ModelEMA ema({store.params()}, store.named_params());
+    training::GradScalerOptions o;
+    o.enabled = enabled;
+    o.init_scale = 4.0;
+    training::GradScaler scaler(dev, o);
+    {
+      engine::autograd::NoGradGuard ng;
+      // Gradients as a backward at scale 4 would leave them: norm 4 * |g| well above max_norm 1.
+      store.grad_segment(0).copy_(Tensor::from_vector<float>(rand_vec(kN, 13, -8.f, 8.f), {kN}).to(dev));
+      store.grad_segment(1).copy_(Tensor::from_vector<float>(rand_vec(kN, 14, -8.f, 8.f), {kN}).to(dev));
+    }
+    const uint64_t before = dev.is_cuda() ? cuda_emu::device_to_host_copies() : 0;
+    const training::ScaledStepResult r = training::scaled_optimizer_step(scaler, opt, ema, 1.0);
+    Out out;
+    out.d2h = dev.is_cuda() ? cuda_emu::device_to_host_copies() - before : 0;
+    out.norm = r.grad_norm;
+    out.stepped = r.stepped;
+    out.params = store.params().flat.to(Device::cpu()).to_vector<float>();
+    for (const auto& [name, e] : ema.state()) {
+      auto v = e.to(Device::cpu()).to_vector<float>();
+      out.ema.insert(out.ema.end(), v.begin(), v.end());
+    }
+    return out;
+  };
+  for (bool enabled : {false, true}) {
+    SCOPED_TRACE(enabled ? "scaler enabled" : "scaler disabled");
+    const Out gpu = run(Device::cuda(0), enabled), cpu = run(Device::cpu(), enabled);
+    EXPECT_EQ(gpu.d2h, enabled ? 2u : 1u) << "device-to-host copies in scaled_optimizer_step";
+    EXPECT_TRUE(gpu.stepped);
+    EXPECT_GT(gpu.norm, 1.0);
+    EXPECT_EQ(gpu.norm, cpu.norm);
+    expect_close(gpu.params, cpu.params, "parameters");
+    expect_close(gpu.ema, cpu.ema, "ema");
+  }
+}
+#endif
 
 // The entries against the CPU twins: several ranges (one empty) over a buffer longer than one
 // block, an inf inside a range, a NaN and an inf in the gaps (not checked), and the update of the

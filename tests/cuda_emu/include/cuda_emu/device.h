@@ -82,6 +82,16 @@ void* dynamic_shared();
 /// Launches run so far (all streams): tests use it to see that work was queued or ran.
 uint64_t launches_run();
 
+/// cudaMemcpy/cudaMemcpyAsync calls so far that copied from device memory to host (pageable or
+/// pinned) memory, counted when issued: tests use it to check that a code path never reads the
+/// device from the host.
+uint64_t device_to_host_copies();
+
+/// Calls so far that made the host wait for queued device work: cudaStreamSynchronize,
+/// cudaDeviceSynchronize, cudaEventSynchronize on an event not yet reached, and the blocking
+/// cudaMemcpy. Tests use it to see where a code path synchronises with the host.
+uint64_t host_synchronizations();
+
 namespace detail {
 struct Builtins {
   uint3 thread_idx;
