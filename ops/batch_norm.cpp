@@ -31,6 +31,17 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
   Y9_CHECK_SHAPE(x.defined() && x.dim() >= 2, "batch_norm: x must be [N,C,...] (NCHW), got ",
                  x.defined() ? x.str() : "undefined");
   engine::check_same_device({x, weight, bias, running_mean, running_var}, "batch_norm");
+  const Tensor& p0 = weight.defined() ? weight : running_mean;
+  if (p0.defined() && p0.dtype() == DType::F32 && (x.dtype() == DType::F16 || x.dtype() == DType::BF16)) {
+    // Mixed precision (autocast, ops/autocast.h): F16/BF16 activations with FP32 parameters and
+    // running statistics, as cuDNN's BatchNorm takes them under torch autocast. Normalised in
+    // FP32 (FP32 statistics, FP32 parameter gradients) and rounded back to x's dtype; the casts
+    // are differentiable, so dx comes back in x's dtype.
+    // TODO(autocast): a mixed-dtype kernel (T activations, FP32 parameters) would save the FP32
+    // copy of x that this keeps for the backward.
+    return batch_norm(x.to(DType::F32), weight, bias, running_mean, running_var, training, momentum, eps, sync)
+        .to(x.dtype());
+  }
   const int64_t n = x.size(0), c = x.size(1), hw = n * c > 0 ? x.numel() / (n * c) : 0;
   check_param(weight, x, c, "weight");
   check_param(bias, x, c, "bias");

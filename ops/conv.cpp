@@ -3,6 +3,7 @@
 // input, weight and bias.
 #include "engine/autograd.h"
 #include "kernels/common/conv.h"
+#include "ops/autocast.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
 
@@ -21,9 +22,11 @@ std::pair<int64_t, int64_t> pair_arg(const std::vector<int64_t>& v, const char* 
 
 }  // namespace
 
-Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, std::vector<int64_t> stride,
+Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in, std::vector<int64_t> stride,
               std::vector<int64_t> padding, std::vector<int64_t> dilation, int64_t groups) {
-  Y9_CHECK_SHAPE(x.defined() && w.defined(), "conv2d: undefined input or weight");
+  Y9_CHECK_SHAPE(x_in.defined() && w_in.defined(), "conv2d: undefined input or weight");
+  // Autocast (ops/autocast.h): CUDA operands in the autocast dtype, through differentiable casts.
+  const Tensor x = autocast_operand(x_in), w = autocast_operand(w_in), bias = autocast_operand(bias_in);
   Y9_CHECK_SHAPE(x.dim() == 4 && w.dim() == 4, "conv2d: x must be [N,C,H,W] and w [Cout,Cin/g,kh,kw], got ",
                  x.str(), " and ", w.str());
   Y9_CHECK_SHAPE(w.dtype() == x.dtype() && (!bias.defined() || bias.dtype() == x.dtype()),

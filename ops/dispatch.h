@@ -23,4 +23,13 @@ inline void check_same_dtype(const std::vector<engine::Tensor>& ts, const char* 
   }
 }
 
+/// The common dtype of two floating dtypes (PyTorch type promotion): `a` when equal, F64 when
+/// either is F64, else F32 (F32 with F16/BF16, and F16 with BF16). Used by the ops that accept
+/// mixed floating inputs (binary elementwise ops, concat), e.g. autocast F16 activations meeting
+/// FP32 tensors (ops/autocast.h).
+inline engine::DType promote_floating(engine::DType a, engine::DType b) {
+  if (a == b) return a;
+  return a == engine::DType::F64 || b == engine::DType::F64 ? engine::DType::F64 : engine::DType::F32;
+}
+
 }  // namespace ops::detail

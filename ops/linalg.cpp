@@ -3,6 +3,7 @@
 // sum_to; transposes are passed to BLAS as flags, never copied.
 #include "engine/autograd.h"
 #include "kernels/common/linalg.h"
+#include "ops/autocast.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
 
@@ -101,16 +102,19 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
 
 }  // namespace
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
-  detail::check_defined(a, "matmul", "first operand");
-  detail::check_defined(b, "matmul", "second operand");
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  detail::check_defined(a_in, "matmul", "first operand");
+  detail::check_defined(b_in, "matmul", "second operand");
+  // Autocast (ops/autocast.h): CUDA operands in the autocast dtype, through differentiable casts.
+  const Tensor a = autocast_operand(a_in), b = autocast_operand(b_in);
   Tensor out = matmul_raw(a, b);
   const bool need_a = a.requires_grad(), need_b = b.requires_grad();
   engine::autograd::record_fn("MatmulBackward", {a, b}, {out}, [a, b, need_a, need_b](const std::vector<Tensor>& g) {
     std::vector<Tensor> r(2);
     if (!g[0].defined()) return r;
-    if (need_a) r[0] = engine::sum_to(matmul_raw(g[0], b.detach().transpose(-1, -2)), a.shape());
-    if (need_b) r[1] = engine::sum_to(matmul_raw(a.detach().transpose(-1, -2), g[0]), b.shape());
+    const Tensor dy = g[0].to(a.dtype());
+    if (need_a) r[0] = engine::sum_to(matmul_raw(dy, b.detach().transpose(-1, -2)), a.shape());
+    if (need_b) r[1] = engine::sum_to(matmul_raw(a.detach().transpose(-1, -2), dy), b.shape());
     return r;
   });
   return out;

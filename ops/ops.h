@@ -16,7 +16,8 @@ namespace ops {
 
 using engine::Tensor;
 
-// --- elementwise (NumPy broadcasting) ---------------------------------------------------------
+// --- elementwise (NumPy broadcasting; binary ops promote mixed floating dtypes to the wider one,
+// F64 > F32 > F16/BF16, F16 with BF16 -> F32) ----------------------------------------------------
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
@@ -45,7 +46,8 @@ Tensor relu(const Tensor& x);
 Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
 
 // --- shape ops --------------------------------------------------------------------------------
-/// Concatenates along `dim` (all other sizes equal; official Concat uses dim 1).
+/// Concatenates along `dim` (all other sizes equal; official Concat uses dim 1). Mixed floating
+/// dtypes are promoted to the common one (F32 for F16 with F32), as the binary ops.
 Tensor concat(const std::vector<Tensor>& xs, int64_t dim);
 /// Splits `dim` into pieces of the given sizes (sum must equal the dim size); outputs are views.
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim);
@@ -63,7 +65,8 @@ Tensor avg_pool2d(const Tensor& x, int64_t kernel, int64_t stride, int64_t paddi
 // --- convolution and normalisation ------------------------------------------------------------
 /// 2-d convolution. x [N,Cin,H,W], w [Cout,Cin/groups,kh,kw], bias [Cout] or undefined.
 /// Output [N,Cout,Ho,Wo], Ho = (H + 2*pad_h - dil_h*(kh-1) - 1)/stride_h + 1. F32 through oneDNN
-/// on the CPU (cuDNN on CUDA); F64 through a direct reference loop.
+/// on the CPU (cuDNN on CUDA); F64 through a direct reference loop. Under an active
+/// ops::AutocastGuard, CUDA operands are cast to the autocast dtype first (ops/autocast.h).
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, std::vector<int64_t> stride = {1, 1},
               std::vector<int64_t> padding = {0, 0}, std::vector<int64_t> dilation = {1, 1}, int64_t groups = 1);
 
@@ -72,6 +75,7 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, std::vector<
 /// stats in place: r = (1-momentum)*r + momentum*stat, with the unbiased variance (n/(n-1)) for
 /// running_var (PyTorch convention; official YOLOv9 uses eps=1e-3, momentum=0.03).
 /// eval: normalises with the running stats. Differentiable in x, weight and bias.
+/// F16/BF16 x with F32 parameters (autocast): normalised in FP32, the output in x's dtype.
 /// `sync` (training; kernels/common/batch_norm.h): synchronised BatchNorm over every rank's batch
 /// (official SyncBatchNorm); it must outlive the backward. nullptr: this batch only.
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
@@ -80,6 +84,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
 
 // --- linear algebra and softmax ---------------------------------------------------------------
 /// Matrix product: a [..., M, K] x b [..., K, N] -> [..., M, N] (batch dims broadcast); BLAS GEMM.
+/// Under an active ops::AutocastGuard, CUDA operands are cast to the autocast dtype first.
 Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);

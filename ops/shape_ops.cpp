@@ -15,6 +15,23 @@ using engine::Tensor;
 Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
   Y9_CHECK_SHAPE(!xs.empty(), "concat: empty list of tensors");
   for (const auto& x : xs) detail::check_defined(x, "concat", "an input");
+  {
+    // Mixed floating dtypes (autocast F16/BF16 pieces with FP32 ones): every piece promoted to
+    // the common dtype (detail::promote_floating) through differentiable casts. Other mixes are
+    // reported by the check below.
+    engine::DType common = xs[0].dtype();
+    bool mixed = false, all_floating = true;
+    for (const auto& x : xs) {
+      all_floating = all_floating && engine::is_floating(x.dtype());
+      mixed = mixed || x.dtype() != common;
+      if (all_floating) common = detail::promote_floating(common, x.dtype());
+    }
+    if (mixed && all_floating) {
+      std::vector<Tensor> cast;
+      for (const auto& x : xs) cast.push_back(x.to(common));
+      return concat(cast, dim);
+    }
+  }
   const Tensor& x0 = xs[0];
   Y9_CHECK_SHAPE(x0.dim() > 0, "concat: 0-d tensor ", x0.str());
   const int64_t d = x0.wrap_dim(dim);

@@ -7,8 +7,8 @@
 // gradient are our kernels (kernels/cuda/conv_bias.cu).
 //
 // Under the CUDA-on-CPU emulator cuDNN cannot run: the convolution itself is served by the CPU
-// backend's entry (kernels/cuda/cpu_fallback.h; F32 and F64, the dtypes the CPU has), and the
-// bias kernels run emulated.
+// backend's entry (kernels/cuda/cpu_fallback.h; F32 and F64 directly, F16 and BF16 in F32 on
+// upcast copies, rounded back), and the bias kernels run emulated.
 #include <cuda_runtime.h>
 
 #include <cstdlib>
@@ -35,24 +35,59 @@ cudaStream_t compute_stream(engine::DeviceContext& ctx) { return static_cast<cud
 
 #if defined(Y9_CUDA_EMULATOR)
 
+size_t x_numel(const Conv2dShape& s) { return size_t(s.n * s.c_in * s.h * s.w); }
+size_t w_numel(const Conv2dShape& s) { return size_t(s.c_out * (s.c_in / s.groups) * s.kh * s.kw); }
+size_t y_numel(const Conv2dShape& s) { return size_t(s.n * s.c_out * s.h_out * s.w_out); }
+
+// F16/BF16: the F32 CPU convolution on upcast copies, the result rounded back (cuDNN's FP32
+// accumulation, up to the summation order).
 void conv2d_forward(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dt, const void* x, const void* w,
                     const void* bias, void* y) {
-  run_on_cpu(ctx, kConv2dForward, dt, s, dt, x, w, nullptr, y);
+  if (fallback_upcasts(dt)) {
+    ctx.synchronize(engine::StreamKind::Compute);
+    const std::vector<float> xf = upcast_f32(x, x_numel(s), dt), wf = upcast_f32(w, w_numel(s), dt);
+    std::vector<float> yf(y_numel(s));
+    run_on_cpu(ctx, kConv2dForward, engine::DType::F32, s, engine::DType::F32, static_cast<const void*>(xf.data()),
+               static_cast<const void*>(wf.data()), static_cast<const void*>(nullptr), static_cast<void*>(yf.data()));
+    round_from_f32(yf.data(), yf.size(), dt, y);
+  } else {
+    run_on_cpu(ctx, kConv2dForward, dt, s, dt, x, w, nullptr, y);
+  }
   if (bias) conv_bias_add(compute_stream(ctx), dt, y, bias, s.n, s.c_out, s.h_out * s.w_out);
 }
 
 void conv2d_backward_data(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dt, const void* dy,
                           const void* w, void* dx) {
+  if (fallback_upcasts(dt)) {
+    ctx.synchronize(engine::StreamKind::Compute);
+    const std::vector<float> dyf = upcast_f32(dy, y_numel(s), dt), wf = upcast_f32(w, w_numel(s), dt);
+    std::vector<float> dxf(x_numel(s));
+    run_on_cpu(ctx, kConv2dBackwardData, engine::DType::F32, s, engine::DType::F32,
+               static_cast<const void*>(dyf.data()), static_cast<const void*>(wf.data()),
+               static_cast<void*>(dxf.data()));
+    round_from_f32(dxf.data(), dxf.size(), dt, dx);
+    return;
+  }
   run_on_cpu(ctx, kConv2dBackwardData, dt, s, dt, dy, w, dx);
 }
 
 void conv2d_backward_weights(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dt, const void* x,
                              const void* dy, void* dw, void* dbias) {
-  run_on_cpu(ctx, kConv2dBackwardWeights, dt, s, dt, x, dy, dw, nullptr);
+  if (fallback_upcasts(dt)) {
+    ctx.synchronize(engine::StreamKind::Compute);
+    const std::vector<float> xf = upcast_f32(x, x_numel(s), dt), dyf = upcast_f32(dy, y_numel(s), dt);
+    std::vector<float> dwf(w_numel(s));
+    run_on_cpu(ctx, kConv2dBackwardWeights, engine::DType::F32, s, engine::DType::F32,
+               static_cast<const void*>(xf.data()), static_cast<const void*>(dyf.data()),
+               static_cast<void*>(dwf.data()), static_cast<void*>(nullptr));
+    round_from_f32(dwf.data(), dwf.size(), dt, dw);
+  } else {
+    run_on_cpu(ctx, kConv2dBackwardWeights, dt, s, dt, x, dy, dw, nullptr);
+  }
   if (dbias) conv_bias_grad(compute_stream(ctx), dt, dy, dbias, s.n, s.c_out, s.h_out * s.w_out);
 }
 
-constexpr engine::DTypeSet kConvDtypes = engine::kF32F64;
+constexpr engine::DTypeSet kConvDtypes = engine::kFloating;
 
 #elif defined(Y9_WITH_CUDNN)
 

@@ -6,8 +6,11 @@
 // batch (offsets are computed on the host from the layout, never read from the device).
 //
 // Under the CUDA-on-CPU emulator cuBLAS cannot run: the entry is served by the CPU backend's BLAS
-// (kernels/cuda/cpu_fallback.h; F32 and F64).
+// (kernels/cuda/cpu_fallback.h; F32 and F64 directly, F16 and BF16 in F32 on upcast copies,
+// rounded back).
 #include <cuda_runtime.h>
+
+#include <vector>
 
 #include "engine/backend.h"
 #include "engine/cuda_runtime.h"
@@ -26,11 +29,40 @@ namespace {
 
 #if defined(Y9_CUDA_EMULATOR)
 
+/// Elements spanned by a (rows x cols) operand with its batch layout: the highest offset + 1.
+size_t operand_span(const GemmOperand& o, int64_t rows, int64_t cols) {
+  if (rows == 0 || cols == 0) return 0;
+  int64_t last = o.trans ? (cols - 1) * o.ld + (rows - 1) : (rows - 1) * o.ld + (cols - 1);
+  for (int d = 0; d < o.batch.ndim; ++d) {
+    if (o.batch.sizes[d] == 0) return 0;
+    if (o.batch.strides[d] > 0) last += (o.batch.sizes[d] - 1) * o.batch.strides[d];
+  }
+  return size_t(last + 1);
+}
+
+// F16/BF16: the F32 BLAS product of upcast copies (same layouts), rounded back (cuBLAS's FP32
+// accumulation, up to the summation order).
 void matmul_forward(engine::DeviceContext& ctx, engine::DType dt, const GemmOperand& a, const GemmOperand& b,
                     void* out, int64_t m, int64_t n, int64_t k) {
-  run_on_cpu(ctx, kMatmulForward, dt, dt, a, b, out, m, n, k);
+  if (!fallback_upcasts(dt)) {
+    run_on_cpu(ctx, kMatmulForward, dt, dt, a, b, out, m, n, k);
+    return;
+  }
+  int64_t batches = 1;
+  for (int d = 0; d < a.batch.ndim; ++d) batches *= a.batch.sizes[d];
+  if (batches == 0 || m == 0 || n == 0) return;
+  ctx.synchronize(engine::StreamKind::Compute);
+  const std::vector<float> af = upcast_f32(a.ptr, operand_span(a, m, k), dt);
+  const std::vector<float> bf = upcast_f32(b.ptr, operand_span(b, k, n), dt);
+  GemmOperand a32 = a, b32 = b;
+  a32.ptr = af.data();
+  b32.ptr = bf.data();
+  std::vector<float> of(size_t(batches * m * n));
+  run_on_cpu(ctx, kMatmulForward, engine::DType::F32, engine::DType::F32, a32, b32, static_cast<void*>(of.data()), m,
+             n, k);
+  round_from_f32(of.data(), of.size(), dt, out);
 }
-constexpr engine::DTypeSet kMatmulDtypes = engine::kF32F64;
+constexpr engine::DTypeSet kMatmulDtypes = engine::kFloating;
 
 #else
 
