@@ -23,10 +23,16 @@ inline void check_same_dtype(const std::vector<engine::Tensor>& ts, const char* 
   }
 }
 
+/// Whether two dtypes are a mix that the ops promote: different floating dtypes of which at least
+/// one is F16 or BF16 (autocast activations meeting FP32 tensors, ops/autocast.h). F32 with F64
+/// stays an error (the F64 reference path is never mixed on purpose).
+inline bool promotes_mixed(engine::DType a, engine::DType b) {
+  auto half = [](engine::DType t) { return t == engine::DType::F16 || t == engine::DType::BF16; };
+  return a != b && engine::is_floating(a) && engine::is_floating(b) && (half(a) || half(b));
+}
+
 /// The common dtype of two floating dtypes (PyTorch type promotion): `a` when equal, F64 when
-/// either is F64, else F32 (F32 with F16/BF16, and F16 with BF16). Used by the ops that accept
-/// mixed floating inputs (binary elementwise ops, concat), e.g. autocast F16 activations meeting
-/// FP32 tensors (ops/autocast.h).
+/// either is F64, else F32 (F32 with F16/BF16, and F16 with BF16).
 inline engine::DType promote_floating(engine::DType a, engine::DType b) {
   if (a == b) return a;
   return a == engine::DType::F64 || b == engine::DType::F64 ? engine::DType::F64 : engine::DType::F32;

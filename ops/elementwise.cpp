@@ -66,7 +66,7 @@ Tensor binary(BinaryOp op, const char* node, const Tensor& a, const Tensor& b) {
   const char* name = kernels::binary_op_name(op);
   detail::check_defined(a, name, "first operand");
   detail::check_defined(b, name, "second operand");
-  if (a.dtype() != b.dtype() && engine::is_floating(a.dtype()) && engine::is_floating(b.dtype())) {
+  if (detail::promotes_mixed(a.dtype(), b.dtype())) {
     // Mixed floating dtypes (autocast F16/BF16 activations meeting FP32 tensors): both promoted
     // (detail::promote_floating) through differentiable casts.
     const engine::DType w = detail::promote_floating(a.dtype(), b.dtype());

@@ -16,8 +16,8 @@ namespace ops {
 
 using engine::Tensor;
 
-// --- elementwise (NumPy broadcasting; binary ops promote mixed floating dtypes to the wider one,
-// F64 > F32 > F16/BF16, F16 with BF16 -> F32) ----------------------------------------------------
+// --- elementwise (NumPy broadcasting; binary ops promote F16/BF16 mixed with another floating
+// dtype to the wider one: F32, or F64 with F64; F32 with F64 stays an error) -------------------
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
@@ -47,7 +47,8 @@ Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
 
 // --- shape ops --------------------------------------------------------------------------------
 /// Concatenates along `dim` (all other sizes equal; official Concat uses dim 1). Mixed floating
-/// dtypes are promoted to the common one (F32 for F16 with F32), as the binary ops.
+/// dtypes with F16/BF16 pieces are promoted to the common one (F32 for F16 with F32), as the
+/// binary ops.
 Tensor concat(const std::vector<Tensor>& xs, int64_t dim);
 /// Splits `dim` into pieces of the given sizes (sum must equal the dim size); outputs are views.
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim);

@@ -16,17 +16,17 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
   Y9_CHECK_SHAPE(!xs.empty(), "concat: empty list of tensors");
   for (const auto& x : xs) detail::check_defined(x, "concat", "an input");
   {
-    // Mixed floating dtypes (autocast F16/BF16 pieces with FP32 ones): every piece promoted to
-    // the common dtype (detail::promote_floating) through differentiable casts. Other mixes are
-    // reported by the check below.
+    // Mixed floating dtypes with F16/BF16 pieces (autocast, detail::promotes_mixed): every piece
+    // promoted to the common dtype through differentiable casts. Other mixes are reported below.
     engine::DType common = xs[0].dtype();
-    bool mixed = false, all_floating = true;
+    bool promote = false, bad = false;
     for (const auto& x : xs) {
-      all_floating = all_floating && engine::is_floating(x.dtype());
-      mixed = mixed || x.dtype() != common;
-      if (all_floating) common = detail::promote_floating(common, x.dtype());
+      if (x.dtype() == common) continue;
+      if (!detail::promotes_mixed(common, x.dtype()) && !detail::promotes_mixed(xs[0].dtype(), x.dtype())) bad = true;
+      common = detail::promote_floating(common, x.dtype());
+      promote = true;
     }
-    if (mixed && all_floating) {
+    if (promote && !bad) {
       std::vector<Tensor> cast;
       for (const auto& x : xs) cast.push_back(x.to(common));
       return concat(cast, dim);
