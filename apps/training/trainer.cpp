@@ -21,6 +21,7 @@
 #include <ctime>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -42,6 +43,7 @@
 #include "io/grad_norm_log.h"
 #include "io/paths.h"
 #include "io/plots.h"
+#include "ops/autocast.h"
 #include "ops/ops.h"
 
 namespace fs = std::filesystem;
@@ -260,6 +262,17 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 }  // namespace
 
 // --- set-up ----------------------------------------------------------------------------------------
+
+namespace {
+
+// The autocast dtype of the training forward: F16/BF16 with AMP on CUDA (official train_dual.py
+// `torch.cuda.amp.autocast(amp)`), none otherwise (the CPU never runs under autocast).
+std::optional<engine::DType> training_autocast(engine::Device device, AmpMode amp) {
+  if (!device.is_cuda() || amp == AmpMode::Off) return std::nullopt;
+  return amp == AmpMode::BF16 ? engine::DType::BF16 : engine::DType::F16;
+}
+
+}  // namespace
 
 Trainer::Trainer(TrainOptions o, bool resume) : o_(std::move(o)), resume_(resume) {
   setup_distributed();
@@ -762,6 +775,10 @@ void Trainer::setup_model() {
 // after the model, before the optimizer (accumulation and weight decay use the batch size).
 void Trainer::setup_autobatch() {
   if (o_.batch_size != -1) return;
+  // Official: profiled under torch.cuda.amp.autocast(amp), as the training forward runs.
+  const std::optional<engine::DType> autocast = training_autocast(device_, amp_mode_);
+  std::optional<ops::AutocastGuard> ac;
+  if (autocast) ac.emplace(*autocast);
   o_.batch_size = autobatch(*model_, parameters_device(*model_), imgsz_).batch;
   batch_rank_ = o_.batch_size;
 }
@@ -1434,7 +1451,23 @@ void Trainer::step(const io::Batch& batch, int64_t epoch, int64_t i, int64_t ni,
     const int64_t acc = apply_warmup(*opt_, ni, nw_, sched_->lf(epoch), warmup_, o_.batch_size);
     if (o_.accumulate <= 0) accumulate_ = acc;  // --accumulate fixes it
   }
-  graph::ModelOutput out = model_->forward(x);
+  // AMP on CUDA: the forward under autocast (official train_dual.py `with
+  // torch.cuda.amp.autocast(amp)`): convolutions in FP16/BF16 with FP32 accumulation, BatchNorm
+  // statistics in FP32, FP32 master weights receiving FP32 gradients through the casts. The head
+  // outputs are cast to FP32 (differentiable) so that the loss runs in FP32 (official computes
+  // the loss inside autocast from FP16 head outputs, with its softmax/BCE promoted to FP32 and the
+  // DFL expectation matmul in FP16, spec loss.md section 8; all-FP32 here is the more accurate
+  // side of that). CPU: never (AMP is off there), so the CPU step is unchanged.
+  const std::optional<engine::DType> autocast = training_autocast(device_, amp_mode_);
+  graph::ModelOutput out;
+  {
+    std::optional<ops::AutocastGuard> ac;
+    if (autocast) ac.emplace(*autocast);
+    out = model_->forward(x);
+  }
+  if (autocast)
+    for (auto& branch : out.raw)
+      for (auto& level : branch) level = level.to(engine::DType::F32);
   if (dp_ && dp_->world_size() > 1 && !o_.sync_bn && flat_buffers_.flat.defined()) {
     // Official DDP broadcast_buffers: the ranks keep rank 0's BatchNorm running statistics (only
     // the running statistics: training-mode BatchNorm normalises with the batch's own), so every
