@@ -50,6 +50,10 @@ struct ValOptions {
   std::vector<std::string> names;  ///< class names (index = class); missing names print the index
   std::string task = "val";  ///< split name used in warnings
   engine::Device device = engine::Device::cpu();  ///< where images go before the predictor
+  /// validate_model (apps/training/train_val.h) only: F16/BF16 runs the forward under
+  /// ops::AutocastGuard (training on CUDA with AMP; official val during training with half=amp),
+  /// the outputs cast to F32 before the loss and NMS; F32 (default): no autocast.
+  engine::DType autocast = engine::DType::F32;
   /// Data-parallel validation (`train --val-distributed`): called after the last batch with this
   /// shard's statistics; it must make them the statistics of every shard in image order (an
   /// all-gather, then DetectionMetrics::merge_serialized). Empty: one process sees every image.

@@ -3,6 +3,7 @@
 #include "apps/training/train_val.h"
 
 #include "engine/autograd.h"
+#include "ops/autocast.h"
 #include "ops/nms.h"
 
 namespace training {
@@ -16,7 +17,18 @@ TrainValResult validate_model(graph::Model& model, std::shared_ptr<const io::Aug
   const bool dual = model.head()->branches >= 2;
   Predictor predictor = [&](const engine::Tensor& x, const io::Batch& batch) {
     engine::autograd::NoGradGuard ng;
-    graph::ModelOutput out = model.forward(x);
+    graph::ModelOutput out;
+    if (opts.autocast != engine::DType::F32) {
+      {
+        ops::AutocastGuard ac(opts.autocast);
+        out = model.forward(x);
+      }
+      for (auto& branch : out.raw)
+        for (auto& level : branch) level = level.to(engine::DType::F32);
+      for (auto& d : out.decoded) d = d.to(engine::DType::F32);
+    } else {
+      out = model.forward(x);
+    }
     const auto items = ops::yolo_loss(out.raw, batch.targets, loss_cfg).items.to_vector<double>();
     for (int k = 0; k < 3; ++k) lsum[k] += items[static_cast<size_t>(k)];
     ++nbatches;

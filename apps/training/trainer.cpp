@@ -1027,6 +1027,8 @@ void Trainer::setup_last() {
   ema_model_ = std::make_shared<graph::Model>(graph::parse_model_config(cfg_text_, o_.cfg, nc_), eb);
   if (device_.is_cuda()) ema_model_->to(device_);
   vo_.device = device_;
+  // Official val during training runs with half=amp: here the forward under the same autocast.
+  vo_.autocast = training_autocast(device_, amp_mode_).value_or(engine::DType::F32);
   tty_ = isatty(fileno(stdout)) != 0;
   std::printf("Image sizes %lld train, %lld val\nUsing %d dataloader workers\nLogging results to %s\n"
               "Starting training for %lld epochs... (%lld batches/epoch, warm-up %lld iterations, accumulate %lld)%s\n",

@@ -135,6 +135,10 @@ TEST(DeviceE2E, TrainValDetectOnCudaMatchTheCpu) {
   const RunResult amp = train("0", "gpu_amp");
   ASSERT_EQ(amp.code, 0) << amp.out;
   EXPECT_NE(amp.out.find("AMP (fp16): "), std::string::npos) << amp.out;
+  for (const char* key : {"epoch 0/0:", "AMP (fp16): "}) {  // the epoch summary and the AMP report
+    const size_t at = amp.out.find(key);
+    if (at != std::string::npos) std::printf("  AMP run: %s\n", amp.out.substr(at, amp.out.find('\n', at) - at).c_str());
+  }
   const auto ra = last_row(root / "runs" / "gpu_amp" / "results.csv");
 
   const auto rc = last_row(root / "runs" / "cpu" / "results.csv");
