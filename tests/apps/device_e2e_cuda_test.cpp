@@ -14,7 +14,6 @@
 // within 5e-2 of the CPU's (FP16 rounding amplified by the same BatchNorm over 2x2 maps; see
 // tests/train/autocast_cuda_test.cpp), a finite validation row.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -27,30 +26,15 @@
 #include <vector>
 
 #include "io/synth.h"
+#include "tests/apps/e2e_util.h"
 #include "tests/testutil.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-struct RunResult {
-  int code = -1;
-  std::string out;
-};
-
-RunResult run(const fs::path& root, const std::string& args) {
-  const fs::path log = root / "cmd.log";
-  const std::string cmd =
-      "OMP_NUM_THREADS=1 " + std::string(Y9_BINARY_DIR) + "/yolov9 " + args + " > " + log.string() + " 2>&1";
-  const int st = std::system(cmd.c_str());
-  RunResult r;
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  std::ifstream f(log);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  r.out = ss.str();
-  return r;
-}
+// The program with one OpenMP thread (tiny 64 px layers; the assignment after run_cli's wins).
+e2e::RunResult run(const std::string& args) { return e2e::run_cli(args, "OMP_NUM_THREADS=1"); }
 
 // results.csv: header names (trimmed) -> the values of the last row.
 std::map<std::string, double> last_row(const fs::path& csv) {
@@ -118,22 +102,22 @@ TEST(DeviceE2E, TrainValDetectOnCudaMatchTheCpu) {
   const std::string cfg = std::string(Y9_SOURCE_DIR) + "/configs/models/yolov9-t.yaml";
   const std::string data = (root / "data" / "data.yaml").string();
   auto train = [&](const std::string& device, const std::string& name, const std::string& extra = "") {
-    return run(root, "train --cfg " + cfg + " --data " + data + " --img 64 --batch 2 --epochs 1 --workers 0 --seed 0 " +
+    return run("train --cfg " + cfg + " --data " + data + " --img 64 --batch 2 --epochs 1 --workers 0 --seed 0 " +
                          "--noplots --device " + device + " --project " + (root / "runs").string() + " --name " +
                          name + " --exist-ok" + extra);
   };
-  const RunResult cpu = train("cpu", "cpu");
-  ASSERT_EQ(cpu.code, 0) << cpu.out;
-  const RunResult gpu = train("0", "gpu", " --no-amp");
-  ASSERT_EQ(gpu.code, 0) << gpu.out;
+  const e2e::RunResult cpu = train("cpu", "cpu");
+  ASSERT_EQ(cpu.rc, 0) << cpu.out;
+  const e2e::RunResult gpu = train("0", "gpu", " --no-amp");
+  ASSERT_EQ(gpu.rc, 0) << gpu.out;
   EXPECT_NE(gpu.out.find("device: cuda:0"), std::string::npos) << gpu.out;
   EXPECT_EQ(cpu.out.find("device: cuda"), std::string::npos) << cpu.out;
   EXPECT_EQ(gpu.out.find("AMP ("), std::string::npos) << gpu.out;
   EXPECT_NE(gpu.out.find("GPU_mem"), std::string::npos) << gpu.out;  // the official progress column
 
   // FP16 AMP (the default on CUDA): the forward under autocast.
-  const RunResult amp = train("0", "gpu_amp");
-  ASSERT_EQ(amp.code, 0) << amp.out;
+  const e2e::RunResult amp = train("0", "gpu_amp");
+  ASSERT_EQ(amp.rc, 0) << amp.out;
   EXPECT_NE(amp.out.find("AMP (fp16): "), std::string::npos) << amp.out;
   for (const char* key : {"epoch 0/0:", "AMP (fp16): "}) {  // the epoch summary and the AMP report
     const size_t at = amp.out.find(key);
@@ -166,12 +150,12 @@ TEST(DeviceE2E, TrainValDetectOnCudaMatchTheCpu) {
   const std::string w = (root / "runs" / "gpu" / "weights" / "last.safetensors").string();
   ASSERT_TRUE(fs::exists(w));
   auto val = [&](const std::string& device, const std::string& name) {
-    return run(root, "val --weights " + w + " --data " + data + " --img 64 --batch 2 --workers 0 --device " + device +
+    return run("val --weights " + w + " --data " + data + " --img 64 --batch 2 --workers 0 --device " + device +
                          " --no-plots --project " + (root / "val").string() + " --name " + name + " --exist-ok");
   };
-  const RunResult vc = val("cpu", "cpu"), vg = val("0", "gpu");
-  ASSERT_EQ(vc.code, 0) << vc.out;
-  ASSERT_EQ(vg.code, 0) << vg.out;
+  const e2e::RunResult vc = val("cpu", "cpu"), vg = val("0", "gpu");
+  ASSERT_EQ(vc.rc, 0) << vc.out;
+  ASSERT_EQ(vg.rc, 0) << vg.out;
   auto table = [](const std::string& out) {  // the "all" row of the metrics table
     const size_t at = out.find("                   all ");
     return at == std::string::npos ? std::string() : out.substr(at, out.find('\n', at) - at);
@@ -180,13 +164,13 @@ TEST(DeviceE2E, TrainValDetectOnCudaMatchTheCpu) {
   EXPECT_EQ(table(vc.out), table(vg.out)) << vc.out << "\n---\n" << vg.out;
 
   auto detect = [&](const std::string& device, const std::string& name) {
-    return run(root, "detect --weights " + w + " --source " + (root / "data" / "images" / "val").string() +
+    return run("detect --weights " + w + " --source " + (root / "data" / "images" / "val").string() +
                          " --img 64 --conf-thres 0.0001 --save-txt --save-conf --nosave --device " + device +
                          " --project " + (root / "det").string() + " --name " + name + " --exist-ok");
   };
-  const RunResult dc = detect("cpu", "cpu"), dg = detect("0", "gpu");
-  ASSERT_EQ(dc.code, 0) << dc.out;
-  ASSERT_EQ(dg.code, 0) << dg.out;
+  const e2e::RunResult dc = detect("cpu", "cpu"), dg = detect("0", "gpu");
+  ASSERT_EQ(dc.rc, 0) << dc.out;
+  ASSERT_EQ(dg.rc, 0) << dg.out;
   const auto lc = labels(root / "det" / "cpu" / "labels"), lg = labels(root / "det" / "gpu" / "labels");
   ASSERT_EQ(lc.size(), lg.size());
   size_t boxes = 0;
