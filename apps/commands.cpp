@@ -15,9 +15,6 @@
 #include "apps/train.h"
 #include "apps/val.h"
 #endif
-#ifdef Y9_KIT  // (the full build includes it above)
-#include "apps/selfcheck.h"
-#endif
 
 namespace apps {
 
@@ -54,9 +51,6 @@ int run_selected(CLI::App& app) {
 void register_commands(CLI::App& app) {
 #ifdef Y9_INFERENCE_ONLY
   register_detect(app);  // the embedded inference build (preset `inference`): detect only
-#ifdef Y9_KIT
-  register_info(app);  // the device kit's yolov9 (cmake/kit.cmake): also `info --backends`
-#endif
 #else
   register_train(app);
   register_val(app);

@@ -1,7 +1,6 @@
 // `yolov9 dataset --data FILE [--img 640] [--save-mosaics DIR] [--json]`: scans and validates
 // every split of a data.yaml, prints the official-style summary (or one JSON object), and exits
 // non-zero exactly when training on the dataset would be refused. Writes only the label cache.
-#include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
 #include <nlohmann/json.hpp>
@@ -15,6 +14,7 @@
 #include "io/augment.h"
 #include "io/data_yaml.h"
 #include "io/dataset.h"
+#include "io/image.h"
 
 namespace fs = std::filesystem;
 
@@ -55,7 +55,7 @@ void save_mosaics(const io::ScanResult& scan, const std::vector<std::string>& na
       cv::putText(s.img, label, p1 + cv::Point(2, 12), cv::FONT_HERSHEY_SIMPLEX, 0.4, cv::Scalar(0, 255, 0), 1);
     }
     const std::string out = (fs::path(dir) / ("train_mosaic" + std::to_string(i) + ".jpg")).string();
-    Y9_CHECK_T(engine::IoError, cv::imwrite(out, s.img), "cannot write ", out);
+    io::write_image_bgr(out, s.img);
   }
 }
 

@@ -1,7 +1,14 @@
-// Image decode with OpenCV (imdecode from a byte buffer so the file is read once).
+// Image decode with OpenCV (imdecode from a byte buffer so the file is read once); without OpenCV's
+// image codecs (Y9_NO_OPENCV_CODECS, the GPU kit) through io/image_u8 (libjpeg-turbo, libpng).
 #include "io/image.h"
 
+#ifdef Y9_NO_OPENCV_CODECS
+#include <opencv2/imgproc.hpp>
+
+#include "io/image_u8.h"
+#else
 #include <opencv2/imgcodecs.hpp>
+#endif
 
 #include <algorithm>
 #include <csetjmp>
@@ -30,7 +37,46 @@ bool read_bytes(const std::string& path, std::vector<unsigned char>& buf) {
 }
 }  // namespace
 
+#ifdef Y9_NO_OPENCV_CODECS
+namespace {
+// The decoded ImageU8 as an owning CV_8UC3 matrix (throws engine::IoError as read_image_u8 does).
+cv::Mat decode_u8(const std::string& path) {
+  ImageU8 u = read_image_u8(path);
+  return cv::Mat(u.height, u.width, CV_8UC3, u.data.data()).clone();
+}
+}  // namespace
+#endif
+
+void write_image_bgr(const std::string& path, const cv::Mat& img, int jpeg_quality) {
+  Y9_CHECK_T(engine::IoError, !img.empty(), "cannot write ", path, ": empty image");
+  Y9_CHECK_T(engine::IoError, img.depth() == CV_8U && (img.channels() == 1 || img.channels() == 3),
+             "cannot write ", path, ": not an 8-bit 1- or 3-channel image");
+#ifdef Y9_NO_OPENCV_CODECS
+  cv::Mat bgr;
+  if (img.channels() == 1)
+    cv::cvtColor(img, bgr, cv::COLOR_GRAY2BGR);
+  else
+    bgr = img.isContinuous() ? img : img.clone();
+  ImageU8 u;
+  u.width = bgr.cols;
+  u.height = bgr.rows;
+  u.data.assign(bgr.data, bgr.data + static_cast<size_t>(3) * bgr.cols * bgr.rows);
+  write_image_u8(path, u, jpeg_quality);
+#else
+  bool ok = false;
+  try {
+    ok = cv::imwrite(path, img, {cv::IMWRITE_JPEG_QUALITY, jpeg_quality});
+  } catch (const cv::Exception& e) {
+    Y9_THROW(engine::IoError, "cannot write ", path, ": ", e.err);
+  }
+  Y9_CHECK_T(engine::IoError, ok, "cannot write ", path);
+#endif
+}
+
 cv::Mat read_image_bgr(const std::string& path) {
+#ifdef Y9_NO_OPENCV_CODECS
+  return decode_u8(path);
+#else
   std::vector<unsigned char> buf;
   Y9_CHECK_T(engine::IoError, read_bytes(path, buf), "cannot read image file: ", path);
   Y9_CHECK_T(engine::IoError, !buf.empty(), "image file is empty (0 bytes): ", path);
@@ -42,6 +88,7 @@ cv::Mat read_image_bgr(const std::string& path) {
   }
   Y9_CHECK_T(engine::IoError, !img.empty(), "cannot decode image: ", path);
   return img;
+#endif
 }
 
 ImageProbe probe_image(const std::string& path) {
@@ -61,12 +108,21 @@ ImageProbe probe_image(const std::string& path) {
     return p;
   }
   cv::Mat img;
+#ifdef Y9_NO_OPENCV_CODECS
+  try {
+    img = decode_u8(path);
+  } catch (const std::exception& e) {
+    p.reason = std::string("cannot decode image: ") + e.what();
+    return p;
+  }
+#else
   try {
     img = cv::imdecode(buf, cv::IMREAD_COLOR);
   } catch (const cv::Exception& e) {
     p.reason = std::string("cannot decode image: ") + e.what();
     return p;
   }
+#endif
   if (img.empty()) {
     p.reason = "cannot identify image file (not a supported image)";
     return p;

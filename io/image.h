@@ -20,7 +20,17 @@ struct ImageProbe {
 /// Reads `path` as H x W x 3 uint8 BGR (cv::IMREAD_COLOR: gray, RGBA and 16-bit inputs are
 /// converted, 16-bit by dropping the low byte; EXIF orientation applied by OpenCV 4.6).
 /// Throws engine::IoError naming the path when the file is missing, empty or undecodable.
+/// In a build without OpenCV's image codecs (Y9_NO_OPENCV_CODECS: the GPU device kit, which links
+/// only OpenCV core and imgproc) the file is decoded by io::read_image_u8 instead (JPEG and PNG only,
+/// the same pixels for JPEG with the same libjpeg-turbo; other formats throw engine::IoError).
 cv::Mat read_image_bgr(const std::string& path);
+
+/// Writes `img` (non-empty, 8-bit, 1 or 3 channels, BGR) to `path`, the format chosen by the
+/// extension, as cv::imwrite(path, img, {IMWRITE_JPEG_QUALITY, jpeg_quality}) does (95 is OpenCV's
+/// default). Without OpenCV's image codecs (Y9_NO_OPENCV_CODECS) JPEG and PNG only, through
+/// io::write_image_u8. Throws engine::IoError naming the path when it cannot be written or the
+/// extension is not supported.
+void write_image_bgr(const std::string& path, const cv::Mat& img, int jpeg_quality = 95);
 
 /// Decodes `path` fully and checks it like the official scan: non-empty file, decodable by
 /// OpenCV, and for JPEG the last two bytes must be FF D9. The size (after EXIF orientation) is

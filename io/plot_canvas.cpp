@@ -2,7 +2,9 @@
 // lines, Axes with grid/ticks/labels, legends, a colour bar, and checked image writing.
 #include "io/plot_canvas.h"
 
+#ifndef Y9_NO_OPENCV_CODECS
 #include <opencv2/imgcodecs.hpp>
+#endif
 #include <opencv2/imgproc.hpp>
 
 #include <algorithm>
@@ -13,6 +15,7 @@
 
 #include "engine/error.h"
 #include "io/atomic_file.h"
+#include "io/image.h"
 
 namespace io::plot {
 
@@ -432,6 +435,24 @@ void write_image(const std::string& path, const cv::Mat& img) {
              " does not exist");
   // Encode in memory, then replace the file atomically: a full disk is reported with its reason
   // ("No space left on device") and never leaves a torn image.
+#ifdef Y9_NO_OPENCV_CODECS
+  // No in-memory encoder without OpenCV's codecs: write a hidden sibling with the same extension
+  // (io::write_image_bgr: JPEG or PNG), then rename it over `path` (atomic on one file system).
+  namespace fs = std::filesystem;
+  const fs::path tmp = p.parent_path() / ("." + p.stem().string() + ".tmp" + p.extension().string());
+  try {
+    write_image_bgr(tmp.string(), img, 95);
+  } catch (...) {
+    fs::remove(tmp, ec);
+    throw;
+  }
+  fs::rename(tmp, p, ec);
+  if (ec) {
+    std::error_code ec2;
+    fs::remove(tmp, ec2);
+    Y9_THROW(engine::IoError, "cannot write image ", path, ": ", ec.message());
+  }
+#else
   std::vector<unsigned char> buf;
   bool ok = false;
   try {
@@ -441,6 +462,7 @@ void write_image(const std::string& path, const cv::Mat& img) {
   }
   Y9_CHECK_T(engine::IoError, ok, "cannot write image ", path, " (unsupported extension)");
   write_file_atomic(path, std::string(buf.begin(), buf.end()));
+#endif
 }
 
 }  // namespace io::plot

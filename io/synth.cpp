@@ -3,7 +3,9 @@
 // own Philox stream (seed, split, index), so any subset can be regenerated bit for bit.
 #include "io/synth.h"
 
+#ifndef Y9_NO_OPENCV_CODECS
 #include <opencv2/imgcodecs.hpp>
+#endif
 #include <opencv2/imgproc.hpp>
 
 #include <algorithm>
@@ -16,6 +18,7 @@
 #include "engine/error.h"
 #include "engine/rng.h"
 #include "engine/tensor.h"
+#include "io/image.h"
 
 namespace io {
 
@@ -237,6 +240,13 @@ SynthSummary write_synth_dataset(const SynthOptions& opt) {
       char stem[32];
       std::snprintf(stem, sizeof(stem), "%06lld", static_cast<long long>(i));
       fs::path ip = idir / (std::string(stem) + ".jpg"), lp = ldir / (std::string(stem) + ".txt");
+#ifdef Y9_NO_OPENCV_CODECS
+      try {  // the GPU kit's build: libjpeg-turbo through io/image_u8 (other bytes than OpenCV's encoder)
+        write_image_bgr(ip.string(), im.bgr, 95);
+      } catch (const engine::IoError& e) {
+        Y9_THROW(engine::IoError, "synth: ", e.message());
+      }
+#else
       bool ok = false;
       try {
         ok = cv::imwrite(ip.string(), im.bgr, {cv::IMWRITE_JPEG_QUALITY, 95});
@@ -244,6 +254,7 @@ SynthSummary write_synth_dataset(const SynthOptions& opt) {
         Y9_THROW(engine::IoError, "synth: cannot write ", ip.string(), ": ", e.what());
       }
       Y9_CHECK_T(engine::IoError, ok, "synth: cannot write ", ip.string());
+#endif
       std::ofstream f(lp);
       Y9_CHECK_T(engine::IoError, f.good(), "synth: cannot write ", lp.string());
       char line[128];

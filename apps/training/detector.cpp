@@ -4,9 +4,10 @@
 // sources.cpp, shared with detect_nocv.cpp (the loop of the build without OpenCV).
 #include "apps/training/detector.h"
 
-#include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
+#ifndef Y9_NO_OPENCV_CODECS
 #include <opencv2/videoio.hpp>
+#endif
 
 #include <algorithm>
 #include <array>
@@ -59,8 +60,7 @@ void save_crop(const cv::Mat& im, const float* xyxy, const fs::path& file) {
   if (x2 <= x1 || y2 <= y1) return;
   fs::create_directories(file.parent_path());
   const fs::path f = io::increment_path(file.string());
-  Y9_CHECK_T(engine::IoError, cv::imwrite(f.string(), im(cv::Rect(x1, y1, x2 - x1, y2 - y1)), {cv::IMWRITE_JPEG_QUALITY, 95}),
-             "cannot write ", f.string());
+  io::write_image_bgr(f.string(), im(cv::Rect(x1, y1, x2 - x1, y2 - y1)), 95);
 }
 
 }  // namespace
@@ -159,7 +159,7 @@ class DetectRun {
     }
     if (save_img_) {
       const std::string out = (dir_ / p.filename()).string();
-      Y9_CHECK_T(engine::IoError, cv::imwrite(out, im0), "cannot write ", out);
+      io::write_image_bgr(out, im0);
       sum_.outputs.push_back(out);
     }
   }
@@ -167,6 +167,10 @@ class DetectRun {
   void video_file(const SourceFile& src, int64_t count, int64_t nf) {
     const fs::path p(src.path);
     const std::string tag = "video " + std::to_string(count) + "/" + std::to_string(nf);
+#ifdef Y9_NO_OPENCV_CODECS
+    (void)p;
+    fail(tag + " " + src.path + ": this build has no video support (OpenCV core and imgproc only: the GPU kit); skipped");
+#else
     cv::VideoCapture cap(src.path);
     if (!cap.isOpened()) {
       fail(tag + " " + src.path + ": cannot open video; skipped");
@@ -210,6 +214,7 @@ class DetectRun {
     else if (frame < frames)
       fail(tag + " " + src.path + ": frame " + std::to_string(frame + 1) + " of " + std::to_string(frames) +
            " unreadable; rest of the video skipped");
+#endif
   }
 
   /// A source entry that could not be listed (a missing file in a .txt list): reported, counted.

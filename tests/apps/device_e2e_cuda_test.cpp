@@ -27,6 +27,7 @@
 
 #include "io/synth.h"
 #include "tests/apps/e2e_util.h"
+#include "tests/source_paths.h"
 #include "tests/testutil.h"
 
 namespace fs = std::filesystem;
@@ -99,7 +100,7 @@ TEST(DeviceE2E, TrainValDetectOnCudaMatchTheCpu) {
   so.img_size = 64;
   so.seed = 3;
   io::write_synth_dataset(so);
-  const std::string cfg = std::string(Y9_SOURCE_DIR) + "/configs/models/yolov9-t.yaml";
+  const std::string cfg = testutil::source_file("configs/models/yolov9-t.yaml");
   const std::string data = (root / "data" / "data.yaml").string();
   auto train = [&](const std::string& device, const std::string& name, const std::string& extra = "") {
     return run("train --cfg " + cfg + " --data " + data + " --img 64 --batch 2 --epochs 1 --workers 0 --seed 0 " +

@@ -6,7 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgcodecs.hpp>  // (tests that include this use cv::imread; the kit links no imgcodecs: unused there)
 #include <opencv2/imgproc.hpp>
 
 #include <algorithm>
@@ -20,8 +20,11 @@
 #include "graph/model.h"
 #include "apps/training/weights.h"
 #include "graph/state.h"
+#include "io/image.h"
 #include "io/safetensors.h"
 #include "io/synth.h"
+#include "tests/source_paths.h"
+#include "tests/testutil.h"
 
 namespace e2e {
 
@@ -53,20 +56,20 @@ inline std::string make_dataset(const std::string& dir, int64_t n_val, int img, 
     if (i % 4 == 1) sz = cv::Size(img, img * 3 / 4);
     else if (i % 4 == 3) sz = cv::Size(img * 5 / 8, img);
     else continue;
-    cv::Mat m = cv::imread(files[i].string()), r;
+    cv::Mat m = io::read_image_bgr(files[i].string()), r;
     cv::resize(m, r, sz, 0, 0, cv::INTER_AREA);
-    cv::imwrite(files[i].string(), r);
+    io::write_image_bgr(files[i].string(), r);
   }
   return (fs::path(dir) / "data.yaml").string();
 }
 
 inline std::string cfg_path(const std::string& name) {
-  return (fs::path(Y9_SOURCE_DIR) / "configs" / "models" / (name + ".yaml")).string();
+  return testutil::source_file("configs/models/" + name + ".yaml");
 }
 
 /// The shipped default hyp file (configs/hyps/hyp.scratch-high.yaml).
 inline std::string hyp_path() {
-  return (fs::path(Y9_SOURCE_DIR) / "configs" / "hyps" / "hyp.scratch-high.yaml").string();
+  return testutil::source_file("configs/hyps/hyp.scratch-high.yaml");
 }
 
 /// Builds `cfg_name` (random init, seed 1) with nc classes and writes its state_dict with the
@@ -101,12 +104,15 @@ struct RunResult {
   double seconds = 0;  ///< wall time of the command
 };
 
-/// Runs the shell command `cmd` in the source folder (stderr joined to stdout) and returns its
-/// exit status (-1 when killed by a signal), output and wall time.
+/// Runs the shell command `cmd` in the source folder (stderr joined to stdout; in the current folder
+/// when the source folder does not exist, as in the GPU kit) and returns its exit status (-1 when
+/// killed by a signal), output and wall time.
 inline RunResult run_shell(const std::string& cmd) {
   RunResult r;
   const auto t0 = std::chrono::steady_clock::now();
-  FILE* p = ::popen(("cd '" + std::string(Y9_SOURCE_DIR) + "' && " + cmd + " 2>&1").c_str(), "r");
+  std::error_code ec;
+  const std::string cd = fs::is_directory(Y9_SOURCE_DIR, ec) ? "cd '" + std::string(Y9_SOURCE_DIR) + "' && " : "";
+  FILE* p = ::popen((cd + cmd + " 2>&1").c_str(), "r");
   if (!p) return r;
   char buf[4096];
   size_t n;
@@ -117,10 +123,11 @@ inline RunResult run_shell(const std::string& cmd) {
   return r;
 }
 
-/// Runs the yolov9 program (Y9_BINARY_DIR/yolov9) with `args` in the source folder; `env` is
-/// prepended as environment assignments ("Y9_DEBUG=1").
+/// Runs the yolov9 program (Y9_BINARY_DIR/yolov9, or the one beside the test in the GPU kit:
+/// testutil::program_path) with `args` in the source folder; `env` is prepended as environment
+/// assignments ("Y9_DEBUG=1").
 inline RunResult run_cli(const std::string& args, const std::string& env = "") {
-  const std::string exe = (fs::path(Y9_BINARY_DIR) / "yolov9").string();
+  const std::string exe = testutil::program_path(Y9_BINARY_DIR);
   if (!fs::exists(exe)) {
     RunResult r;
     r.out = "program not built: " + exe;

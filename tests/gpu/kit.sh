@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Builds the GPU device kit (docs/gpu_kit.md): OUT_DIR/y9-gpu-kit.tar.xz, a self-contained bundle for
 # the bare GPU machine (driver, CUDA toolkit and nvidia-* wheels there, none of our Debian libraries):
-#   bin/    yolov9 (detect, info; no OpenCV), the gpu tests (*_cuda_test), the CUDA benchmarks
-#   lib/    the Debian libraries they need (oneDNN, OpenBLAS, libgomp, yaml-cpp, libjpeg, libpng...),
+#   bin/    yolov9 (train, val, detect, info; OpenCV core/imgproc only, no video, no ONNX export), the
+#           gpu tests (*_cuda_test), the CUDA benchmarks
+#   configs/  the shipped model and hyp YAMLs (yolov9 finds them at bin/../configs, the tests too)
+#   lib/    the Debian libraries they need (oneDNN, OpenBLAS, libgomp, yaml-cpp, libjpeg, libpng, OpenCV
+#           core/imgproc, OpenMPI's libmpi...),
 #           found through the binaries' DT_RPATH $ORIGIN/../lib; no CUDA library (libcudart, libcublas*,
 #           libcudnn*, libnccl, libcuda: the device's driver and wheels provide them)
 #   run.sh  (tests/gpu/kit_run.sh) the device run, or `run.sh --self-check` on any machine
@@ -53,6 +56,7 @@ for b in "$STAGE"/bin/*; do
 done
 chmod 644 "$STAGE"/lib/*
 
+cp -r "$ROOT/configs" "$STAGE/configs"
 install -m 755 "$ROOT/tests/gpu/kit_run.sh" "$STAGE/run.sh"
 cp "$ROOT/docs/gpu_kit.md" "$STAGE/README.md"
 echo "y9 gpu kit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo '+dirty'), built $(date -u +%Y-%m-%dT%H:%MZ), CUDA archs $ARCHS" > "$STAGE/VERSION"

@@ -3,14 +3,18 @@
 # docs/gpu_kit.md). Runs from the unpacked bundle on the bare GPU machine:
 #   ./run.sh               every gpu test with Y9_REQUIRE_GPU=1 (a skip is a failure), then
 #                          compute-sanitizer memcheck/racecheck/synccheck over them (when found), the
-#                          CUDA benchmarks briefly, `yolov9 info --backends`, and a SUMMARY. < 5 minutes.
+#                          CUDA benchmarks briefly, `yolov9 info --backends`, synth -> train -> val ->
+#                          detect on cuda:0, `yolov9 train --benchmark` (yolov9-s 640 b64 AMP, synthetic
+#                          and real data), and a SUMMARY. About 5 minutes.
 #   ./run.sh --self-check  the CPU-side check (any machine): every binary starts, `ldd` finds every
 #                          library but the CUDA ones, each gpu test runs with its GPU cases skipped,
-#                          `yolov9 info --backends` prints the kernel table.
+#                          `yolov9 info --backends` prints the kernel table, synth -> train -> val ->
+#                          detect run on the CPU from JPEG files.
 # The CUDA libraries (libcudart, libcublas*, libcudnn*, libnccl, libcuda) are not in the bundle: they
 # come from the driver and the nvidia-* Python wheels (site-packages/nvidia/*/lib), or a CUDA 13
 # toolkit, which this script puts on LD_LIBRARY_PATH. Env: SANITIZE=0 skips compute-sanitizer,
-# SANITIZER_BUDGET (seconds, default 150), BENCH_MIN_TIME (seconds per case, default 0.05).
+# SANITIZER_BUDGET (seconds, default 150), BENCH_MIN_TIME (seconds per case, default 0.05),
+# TRAIN_BENCH=0 skips the train benchmark, BENCH_BATCH (64), BENCH_STEPS (20), BENCH_WORKERS (12).
 set -u
 KIT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 MODE=device
@@ -99,6 +103,35 @@ for t in $TESTS; do
   fi
 done
 
+# --- the workflow from JPEG files: synth, train, val, detect --------------------------------------
+# A small synthetic dataset written as JPEG files by the kit's own yolov9 (no dataset travels with
+# the kit), then train -> val -> detect: on the CPU in --self-check mode, on cuda:0 on the device.
+echo "== yolov9 synth/train/val/detect ($MODE)"
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+DEV=$([ "$MODE" = self ] && echo cpu || echo 0)
+Y9="$KIT/bin/yolov9"
+wf() {  # wf <name> <command...>: runs it in $WORK, keeps its log, notes the result
+  local name=$1; shift
+  (cd "$WORK" && timeout 300 "$@") > "$WORK/$name.log" 2>&1; local rc=$?
+  if [ $rc -eq 0 ]; then return 0; fi
+  tail -25 "$WORK/$name.log"; note "yolov9 $name: FAILED (rc $rc)"; fail=1; return 1
+}
+if wf synth "$Y9" synth --out synth --n-train 16 --n-val 8 --img 128 --seed 0 &&
+   wf train "$Y9" train --cfg yolov9-t --data synth/data.yaml --img 64 --batch 4 --epochs 2 --workers 2 \
+     --device "$DEV" --project runs --name train --seed 0; then
+  last=$(grep -E "^ +[0-9]+/[0-9]+ " "$WORK/train.log" | tail -1)
+  note "yolov9 train (yolov9-t, 16 JPEG images, 64 px, 2 epochs, device $DEV): ok; $(tail -1 "$WORK/runs/train/results.csv" | tr -s ' ' | cut -c1-120)"
+  W="runs/train/weights/best.safetensors"
+  if wf val "$Y9" val --weights "$W" --data synth/data.yaml --img 64 --batch 8 --device "$DEV" --project runs --name val; then
+    note "yolov9 val: ok; $(grep -E "^ +all " "$WORK/val.log" | tail -1 | tr -s ' ')"
+  fi
+  if wf detect "$Y9" detect --weights "$W" --source synth/images/val --img 64 --conf-thres 0.001 --device "$DEV" \
+       --project runs --name detect; then
+    note "yolov9 detect: ok; $(ls "$WORK/runs/detect" | grep -c jpg) annotated images"
+  fi
+fi
+
 # --- compute-sanitizer ---------------------------------------------------------------------------
 if [ "$MODE" = device ] && [ "${SANITIZE:-1}" != 0 ]; then
   SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer \
@@ -143,6 +176,23 @@ for b in $BENCHES; do
     else note "$b: ok"; fi
   fi
 done
+
+# --- yolov9 train --benchmark: yolov9-s at 640, batch 64, AMP (device only) --------------------------
+# The issue's headline number: images/s with synthetic batches (the first batch repeated: the GPU
+# step alone) and with the real loader on JPEG files (decode and augmentation included).
+if [ "$MODE" = device ] && [ "${TRAIN_BENCH:-1}" != 0 ]; then
+  echo "== yolov9 train --benchmark (yolov9-s, 640 px, batch ${BENCH_BATCH:-64}, AMP)"
+  if wf synth640 "$Y9" synth --out synth640 --n-train 256 --n-val 8 --img 640 --seed 0; then
+    for data in synthetic real; do
+      if wf "bench_$data" "$Y9" train --cfg yolov9-s --data synth640/data.yaml --img 640 --batch "${BENCH_BATCH:-64}" \
+           --epochs 100 --workers "${BENCH_WORKERS:-12}" --device 0 --benchmark "${BENCH_STEPS:-20}" \
+           --benchmark-data "$data" --project runs --name "bench_$data"; then
+        grep -A2 "^benchmark:" "$WORK/bench_$data.log"
+        note "train --benchmark $data: $(grep "^benchmark:" "$WORK/bench_$data.log" | sed 's/.*: //'); $(grep "peak memory" "$WORK/bench_$data.log" | sed 's/^ *//')"
+      fi
+    done
+  fi
+fi
 
 END=$(date +%s)
 echo

@@ -18,6 +18,7 @@
 #include "graph/model.h"
 #include "graph/state.h"
 #include "io/safetensors.h"
+#include "tests/source_paths.h"
 #include "tests/testutil.h"
 
 namespace graphtest {
@@ -66,7 +67,7 @@ inline std::vector<std::string> numbered(const std::map<std::string, engine::Ten
 
 /// The shipped config with the file name of an official config path ("models/detect/x.yaml").
 inline std::string config_path(const std::string& official) {
-  return std::string(Y9_SOURCE_DIR) + "/configs/models/" + std::filesystem::path(official).filename().string();
+  return testutil::source_file("configs/models/" + std::filesystem::path(official).filename().string());
 }
 
 /// A whole-model fixture (model_*.json): the model built from its cfg and nc with the fixture

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "io/dataset.h"
+#include "io/image.h"
 
 namespace tiny {
 
@@ -58,7 +59,11 @@ inline cv::Mat make_image(int w, int h, int seed = 1, int type = CV_8UC3) {
 
 inline void write_image(const fs::path& p, const cv::Mat& m) {
   fs::create_directories(p.parent_path());
+#ifdef Y9_NO_OPENCV_CODECS
+  io::write_image_bgr(p.string(), m);  // the GPU kit's build (OpenCV core/imgproc only)
+#else
   cv::imwrite(p.string(), m);
+#endif
 }
 
 /// A JPEG of w x h whose EXIF orientation tag is `orientation` (6 = rotate 90 degrees clockwise).

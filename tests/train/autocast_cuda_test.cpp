@@ -30,6 +30,7 @@
 #include "ops/autocast.h"
 #include "ops/ops.h"
 #include "ops/yolo_loss.h"
+#include "tests/source_paths.h"
 #include "tests/testutil.h"
 
 using engine::Device;
@@ -41,7 +42,7 @@ namespace {
 constexpr int64_t kNc = 80;
 constexpr uint64_t kSeed = 7;
 
-std::string yolov9t_yaml() { return std::string(Y9_SOURCE_DIR) + "/configs/models/yolov9-t.yaml"; }
+std::string yolov9t_yaml() { return testutil::source_file("configs/models/yolov9-t.yaml"); }
 
 Tensor batch_images() { return testutil::random_tensor({2, 3, 64, 64}, 11, 0.0, 1.0, DType::F32); }
 Tensor batch_targets() {

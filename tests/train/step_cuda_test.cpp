@@ -28,6 +28,7 @@
 #include "engine/flat_params.h"
 #include "graph/model.h"
 #include "ops/yolo_loss.h"
+#include "tests/source_paths.h"
 #include "tests/testutil.h"
 
 using engine::Device;
@@ -39,7 +40,7 @@ namespace {
 constexpr int64_t kNc = 80;
 constexpr uint64_t kSeed = 7;
 
-std::string yolov9t_yaml() { return std::string(Y9_SOURCE_DIR) + "/configs/models/yolov9-t.yaml"; }
+std::string yolov9t_yaml() { return testutil::source_file("configs/models/yolov9-t.yaml"); }
 
 // max|got - want| / max(max|want|, tiny): the error relative to the tensor's scale (as
 // tests/graph/graph_ref_util.h scaled_error), both on the host.
@@ -155,7 +156,7 @@ TEST(CudaStep, ModuleToMovesParametersAndBuffersKeepingHandles) {
   Y9_SKIP_WITHOUT_GPU();
   graph::BuildOptions bo;
   bo.seed = kSeed;
-  auto m = graph::Model::from_yaml(std::string(Y9_SOURCE_DIR) + "/configs/models/gelan-t.yaml", kNc, bo);
+  auto m = graph::Model::from_yaml(testutil::source_file("configs/models/gelan-t.yaml"), kNc, bo);
   const auto before = m->state_dict();
   std::map<std::string, Tensor> host;
   for (const auto& [n, t] : before) host[n] = t.detach().clone();

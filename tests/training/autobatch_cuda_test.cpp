@@ -17,6 +17,7 @@
 #include "apps/training/autobatch.h"
 #include "engine/allocator.h"
 #include "graph/model.h"
+#include "tests/source_paths.h"
 #include "tests/testutil.h"
 
 using engine::Device;
@@ -26,7 +27,7 @@ TEST(CudaAutoBatch, ProfilesFitsAndLeavesTheModel) {
   Y9_SKIP_WITHOUT_GPU();
   graph::BuildOptions bo;
   bo.seed = 5;
-  auto m = graph::Model::from_yaml(std::string(Y9_SOURCE_DIR) + "/configs/models/yolov9-t.yaml", 80, bo);
+  auto m = graph::Model::from_yaml(testutil::source_file("configs/models/yolov9-t.yaml"), 80, bo);
   m->train();
   ASSERT_GT(m->to(Device::cuda(0)), 0);
   ASSERT_EQ(training::parameters_device(*m), Device::cuda(0));

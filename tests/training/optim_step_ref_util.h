@@ -27,6 +27,7 @@
 #include "engine/flat_params.h"
 #include "graph/model.h"
 #include "io/safetensors.h"
+#include "tests/source_paths.h"
 #include "tests/testutil.h"
 
 namespace optim_step_ref {
@@ -95,7 +96,7 @@ inline void run_all_fixtures(engine::Device dev) {
     const std::string cfg = std::filesystem::path(MJ.at("cfg").get<std::string>()).filename().string();
     graph::BuildOptions bo;
     bo.init = false;
-    auto model = graph::Model::from_yaml(std::string(Y9_SOURCE_DIR) + "/configs/models/" + cfg, MJ.at("nc"), bo);
+    auto model = graph::Model::from_yaml(testutil::source_file("configs/models/" + cfg), MJ.at("nc"), bo);
     const NamedTensors model_params = model->named_parameters();
     const NamedTensors model_state = model->state_dict();
     const training::OfficialParamSplit names_split = training::official_param_split(*model);
