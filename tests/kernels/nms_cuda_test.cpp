@@ -135,13 +135,20 @@ std::vector<Case> random_cases() {
 TEST(NmsCuda, RandomBatchesMatchCpu) {
   Y9_SKIP_WITHOUT_GPU();
   const auto cs = random_cases();
+  int64_t kept = 0, at_max_det = 0, empty = 0;
   for (size_t i = 0; i < cs.size(); ++i) {
     const Case& k = cs[i];
     SCOPED_TRACE("case " + std::to_string(i) + " batch " + std::to_string(k.batch) + " nc " + std::to_string(k.nc) +
                  " anchors " + std::to_string(k.anchors) + (k.opt.multi_label ? " multi_label" : "") +
                  (k.opt.agnostic ? " agnostic" : "") + (k.equal_scores ? " equal scores" : ""));
     Tensor pred = make_pred(k, 100 + i);
-    expect_same(ops::non_max_suppression(pred.to(Device::cuda(0)), k.opt), ops::non_max_suppression(pred, k.opt));
+    const auto gpu = ops::non_max_suppression(pred.to(Device::cuda(0)), k.opt);
+    expect_same(gpu, ops::non_max_suppression(pred, k.opt));
+    for (const Tensor& t : gpu) {
+      kept += t.size(0);
+      at_max_det += t.size(0) == k.opt.max_det;
+      empty += t.size(0) == 0;
+    }
     if (i % 5 == 1) {  // a strided view, and the same values as F64 (converted to F32 on each device)
       Tensor strided = pred.transpose(1, 2).contiguous().transpose(1, 2);
       expect_same(ops::non_max_suppression(strided.to(Device::cuda(0)), k.opt),
@@ -150,6 +157,10 @@ TEST(NmsCuda, RandomBatchesMatchCpu) {
       expect_same(ops::non_max_suppression(p64.to(Device::cuda(0)), k.opt), ops::non_max_suppression(p64, k.opt));
     }
   }
+  // The cases are not vacuous: rows kept, images cut at max_det, empty images.
+  EXPECT_GT(kept, 200);
+  EXPECT_GT(at_max_det, 0);
+  EXPECT_GT(empty, 0);
 }
 
 TEST(NmsCuda, EdgeCases) {
