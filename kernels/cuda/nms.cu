@@ -11,13 +11,14 @@
 //      Scores are > conf >= 0 (positive, not NaN), so the key order is descending score, then
 //      ascending (anchor, class): the twin's total order (a stable sort of the official
 //      generation order). Keys are unique, so any correct sort gives the same sequence.
-//   3. sort: bitonic sort of each image's keys (padded with ~0 to a power of two), one launch per
-//      step over the whole batch; the first min(n, max_nms) keys go on.
+//   3. sort: bitonic sort of each image's keys (padded with ~0 to a power of two) over the whole
+//      batch: the steps inside 2048-key tiles in shared memory (one launch per k), the steps
+//      across tiles one global launch each; the first min(n, max_nms) keys go on.
 //   4. gather: boxes xywh -> xyxy, shifted by class * max_wh (unless agnostic), areas.
 //   5. mask: torchvision's CUDA nms bit matrix: for rows i and 64-column blocks, bit j set when
 //      IoU(i, j) > iou_thres, j > i (upper triangle only); in chunks of images under a memory budget.
-//   6. greedy: one block per image walks the rows in score order, keeps row i unless a kept row
-//      removed it, ORs the kept row's mask into the removed set, stops at capacity (max_det) kept
+//   6. greedy: one block per image walks the rows in score order (skipping removed words), keeps
+//      row i unless a kept row removed it, ORs the kept row's mask into the removed set, stops at capacity (max_det) kept
 //      rows, then writes the kept rows [x1, y1, x2, y2, conf, cls, masks] and the count.
 // FP32 arithmetic that the twin rounds op by op (xywh2xyxy, the class offset, the overlap's
 // areas and union) uses the _rn intrinsics under nvcc, so no multiply-add is contracted into an
@@ -45,6 +46,7 @@ namespace {
 constexpr int kScanThreads = 512;    // count + prefix sum: one block per image
 constexpr int kGreedyThreads = 128;  // greedy pass: one block per image
 constexpr int kMaskBlock = 64;       // rows and columns of one mask block (one uint64 per row)
+constexpr int64_t kSortTile = 2048;  // keys per block of the shared-memory bitonic steps
 constexpr int64_t kMaskBudget = int64_t(1) << 30;  // bytes of mask matrix per launch (image chunks)
 
 // --- FP32 without contraction (the twin rounds every operation) -----------------------------------
@@ -54,6 +56,7 @@ __device__ __forceinline__ float f_add(float a, float b) { return a + b; }
 __device__ __forceinline__ float f_sub(float a, float b) { return a - b; }
 __device__ __forceinline__ float f_mul(float a, float b) { return a * b; }
 __device__ __forceinline__ float f_div(float a, float b) { return a / b; }
+__device__ __forceinline__ int ctz64(uint64_t x) { return __builtin_ctzll(x); }  // x != 0
 __device__ __forceinline__ uint32_t float_bits(float v) {
   uint32_t u;
   std::memcpy(&u, &v, sizeof u);
@@ -69,6 +72,7 @@ __device__ __forceinline__ float f_add(float a, float b) { return __fadd_rn(a, b
 __device__ __forceinline__ float f_sub(float a, float b) { return __fsub_rn(a, b); }
 __device__ __forceinline__ float f_mul(float a, float b) { return __fmul_rn(a, b); }
 __device__ __forceinline__ float f_div(float a, float b) { return __fdiv_rn(a, b); }
+__device__ __forceinline__ int ctz64(uint64_t x) { return __ffsll(static_cast<long long>(x)) - 1; }  // x != 0
 __device__ __forceinline__ uint32_t float_bits(float v) { return __float_as_uint(v); }
 __device__ __forceinline__ float bits_float(uint32_t u) { return __uint_as_float(u); }
 #endif
@@ -197,6 +201,33 @@ __global__ void nms_bitonic_kernel(uint64_t* __restrict__ keys, int64_t batch, i
   }
 }
 
+// 3'. The bitonic steps whose pairs lie inside one tile of `tile` keys, in shared memory: one block
+//    per tile (grid B * P / tile), steps (k, j) for k = k_first..k_last (doubling) and j from
+//    j_first (for k_first; k / 2 for later k) down to 1. The direction bit is the key's index in
+//    its image's sequence, as in the global step.
+__global__ void nms_bitonic_tile_kernel(uint64_t* __restrict__ keys, int64_t P, int64_t tile, int64_t k_first,
+                                        int64_t k_last, int64_t j_first) {
+  Y9_DYNAMIC_SHARED(uint64_t, s);
+  const int64_t tiles = P / tile, b = blockIdx.x / tiles, t0 = (blockIdx.x % tiles) * tile;
+  uint64_t* g = keys + b * P + t0;
+  const int t = threadIdx.x, nt = blockDim.x;
+  for (int64_t i = t; i < tile; i += nt) s[i] = g[i];
+  __syncthreads();
+  for (int64_t k = k_first; k <= k_last; k *= 2)
+    for (int64_t j = k == k_first ? j_first : k / 2; j > 0; j /= 2) {
+      for (int64_t r = t; r < tile / 2; r += nt) {
+        const int64_t i = (r / j) * 2 * j + r % j, l = i + j;
+        const uint64_t x = s[i], y = s[l];
+        if ((x > y) == (((t0 + i) & k) == 0)) {
+          s[i] = y;
+          s[l] = x;
+        }
+      }
+      __syncthreads();
+    }
+  for (int64_t i = t; i < tile; i += nt) g[i] = s[i];
+}
+
 // 4. Rows i < n_b = min(totals[b], max_nms): xyxy (unshifted), shifted boxes and their areas.
 __global__ void nms_gather_kernel(const float* __restrict__ pred, NmsGeom g, const uint64_t* __restrict__ keys,
                                   int64_t P, const int64_t* __restrict__ totals, int64_t M, float offset_scale,
@@ -266,7 +297,14 @@ __global__ void nms_greedy_kernel(const float* __restrict__ pred, NmsGeom g, con
   __syncthreads();
   int64_t nk = 0;  // the same in every thread: every decision reads the same removed bits
   for (int64_t i = 0; i < n && nk < capacity; ++i) {
-    if ((rem[i / kMaskBlock] >> (i % kMaskBlock)) & 1) continue;
+    // The next row at or after i that no kept row removed (whole removed words skipped).
+    const uint64_t live = ~rem[i / kMaskBlock] & (~uint64_t(0) << (i % kMaskBlock));
+    if (!live) {
+      i = (i / kMaskBlock + 1) * kMaskBlock - 1;
+      continue;
+    }
+    i = (i / kMaskBlock) * kMaskBlock + ctz64(live);
+    if (i >= n) break;
     if (t == 0) kp[nk] = static_cast<int32_t>(i);
     ++nk;
     __syncthreads();  // every thread has read bit i before the row is merged
@@ -336,9 +374,19 @@ void nms_batched_cuda(engine::DeviceContext& ctx, const float* pred, const NmsGe
   Y9_LAUNCH(nms_fill_kernel, grid_for(B * P), kBlock, 0, st, keys.as<uint64_t>(), B * P);
   Y9_LAUNCH(nms_keys_kernel, grid_for(B * A), kBlock, 0, st, pred, g, cfg.conf_thres, multi, okp,
             offsets.as<const int64_t>(), P, keys.as<uint64_t>());
-  for (int64_t k = 2; k <= P; k *= 2)
-    for (int64_t j = k / 2; j > 0; j /= 2)
-      Y9_LAUNCH(nms_bitonic_kernel, grid_for(B * P / 2), kBlock, 0, st, keys.as<uint64_t>(), B, P, k, j);
+  if (P > 1) {
+    const int64_t tile = std::min(P, kSortTile);
+    const unsigned tile_blocks = static_cast<unsigned>(B * (P / tile)), tile_threads = static_cast<unsigned>(tile / 2);
+    const size_t tile_bytes = sizeof(uint64_t) * tile;
+    Y9_LAUNCH(nms_bitonic_tile_kernel, dim3(tile_blocks), dim3(tile_threads), tile_bytes, st, keys.as<uint64_t>(), P,
+              tile, int64_t(2), tile, int64_t(1));  // every step up to k = tile
+    for (int64_t k = 2 * tile; k <= P; k *= 2) {
+      for (int64_t j = k / 2; j >= tile; j /= 2)  // pairs across tiles: one global launch per step
+        Y9_LAUNCH(nms_bitonic_kernel, grid_for(B * P / 2), kBlock, 0, st, keys.as<uint64_t>(), B, P, k, j);
+      Y9_LAUNCH(nms_bitonic_tile_kernel, dim3(tile_blocks), dim3(tile_threads), tile_bytes, st, keys.as<uint64_t>(), P,
+                tile, k, k, tile / 2);  // the rest of this k inside the tiles
+    }
+  }
 
   // 4. boxes of the first M rows.
   Scratch xyxy(dev, sizeof(float) * 4 * B * M), shifted(dev, sizeof(float) * 4 * B * M), area(dev, sizeof(float) * B * M);

@@ -127,6 +127,7 @@ std::vector<Case> random_cases() {
     if (i % 9 == 5) k.opt.max_nms = 17;          // truncation to the highest scores
     if (i % 4 == 2 && k.batch > 1) k.below = 1;  // an image with nothing above conf
     if (i == 7) k.anchors = 0;                   // empty images
+    if (i == 19) k.anchors = 1100;               // > 2048 keys: sort steps across shared-memory tiles
     cs.push_back(k);
   }
   return cs;
