@@ -46,14 +46,17 @@ std::vector<Tensor> non_max_suppression(const Tensor& prediction, const NmsOptio
     Tensor pred = prediction.detach().to(DType::F32);  // on its device, any strides
     const kernels::NmsGeom g{bs, nc, opt.nm, na, {pred.stride(0), pred.stride(1), pred.stride(2)}};
     const int64_t cap = kernels::nms_capacity(g, cfg), width = 6 + opt.nm;
-    if (cap == 0 || bs == 0) return std::vector<Tensor>(static_cast<size_t>(bs), Tensor::empty({0, width}, DType::F32, dev));
+    std::vector<Tensor> out;
+    out.reserve(static_cast<size_t>(bs));
+    if (cap == 0) {  // max_det <= 0, max_nms <= 0 or no anchors: nothing to keep
+      for (int64_t b = 0; b < bs; ++b) out.push_back(Tensor::empty({0, width}, DType::F32, dev));
+      return out;
+    }
     Tensor rows = Tensor::empty({bs, cap, width}, DType::F32, dev);
     Tensor counts = Tensor::empty({bs}, DType::I64, dev);
     auto k = engine::kernel(kernels::kNmsBatched, DType::F32, dev);
     k.fn(k.ctx, pred.data<float>(), g, cfg, cap, rows.data<float>(), counts.data<int64_t>());
     const std::vector<int64_t> n = counts.to_vector<int64_t>();  // the kept counts come back
-    std::vector<Tensor> out;
-    out.reserve(static_cast<size_t>(bs));
     for (int64_t b = 0; b < bs; ++b) out.push_back(rows.select(0, b).slice(0, 0, n[static_cast<size_t>(b)]).clone());
     return out;
   }

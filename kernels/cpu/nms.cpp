@@ -195,6 +195,8 @@ void nms_batched_cpu(engine::DeviceContext&, const float* pred, const NmsGeom& g
 }
 }  // namespace
 
-Y9_REGISTER_KERNELS(engine::DeviceType::CPU, b) { b.add(kNmsBatched, &nms_batched_cpu, engine::DTypeSet{engine::DType::F32}); }
+Y9_REGISTER_KERNELS(engine::DeviceType::CPU, b) {
+  b.add(kNmsBatched, &nms_batched_cpu, engine::DTypeSet{engine::DType::F32});
+}
 
 }  // namespace kernels::cpu

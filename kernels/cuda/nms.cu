@@ -18,8 +18,8 @@
 //   5. mask: torchvision's CUDA nms bit matrix: for rows i and 64-column blocks, bit j set when
 //      IoU(i, j) > iou_thres, j > i (upper triangle only); in chunks of images under a memory budget.
 //   6. greedy: one block per image walks the rows in score order (skipping removed words), keeps
-//      row i unless a kept row removed it, ORs the kept row's mask into the removed set, stops at capacity (max_det) kept
-//      rows, then writes the kept rows [x1, y1, x2, y2, conf, cls, masks] and the count.
+//      row i unless a kept row removed it, ORs the kept row's mask into the removed set, stops at
+//      capacity (max_det) kept rows, then writes the kept rows [x1, y1, x2, y2, conf, cls, masks] and the count.
 // FP32 arithmetic that the twin rounds op by op (xywh2xyxy, the class offset, the overlap's
 // areas and union) uses the _rn intrinsics under nvcc, so no multiply-add is contracted into an
 // FMA (the twin's host build has none); the IoU test is (double)iou > iou_thres, as the twin's.
@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -48,6 +49,14 @@ constexpr int kGreedyThreads = 128;  // greedy pass: one block per image
 constexpr int kMaskBlock = 64;       // rows and columns of one mask block (one uint64 per row)
 constexpr int64_t kSortTile = 2048;  // keys per block of the shared-memory bitonic steps
 constexpr int64_t kMaskBudget = int64_t(1) << 30;  // bytes of mask matrix per launch (image chunks)
+
+/// The mask budget: kMaskBudget, or the environment's Y9_NMS_MASK_BUDGET bytes (read per call; a
+/// test hook that makes small batches run in several chunks).
+int64_t mask_budget() {
+  const char* e = std::getenv("Y9_NMS_MASK_BUDGET");
+  const long long v = e ? std::atoll(e) : 0;
+  return v > 0 ? static_cast<int64_t>(v) : kMaskBudget;
+}
 
 // --- FP32 without contraction (the twin rounds every operation) -----------------------------------
 
@@ -389,23 +398,24 @@ void nms_batched_cuda(engine::DeviceContext& ctx, const float* pred, const NmsGe
   }
 
   // 4. boxes of the first M rows.
-  Scratch xyxy(dev, sizeof(float) * 4 * B * M), shifted(dev, sizeof(float) * 4 * B * M), area(dev, sizeof(float) * B * M);
+  Scratch xyxy(dev, sizeof(float) * 4 * B * M), shifted(dev, sizeof(float) * 4 * B * M),
+      area(dev, sizeof(float) * B * M);
   Y9_LAUNCH(nms_gather_kernel, grid_for(B * M), kBlock, 0, st, pred, g, keys.as<const uint64_t>(), P,
             totals.as<const int64_t>(), M, cfg.agnostic ? 0.f : cfg.max_wh, xyxy.as<float>(), shifted.as<float>(),
             area.as<float>());
 
-  // 5-6. mask and greedy pass, in chunks of images under kMaskBudget.
+  // 5-6. mask and greedy pass, in chunks of images under the mask budget.
   const int64_t colb = ceil_div(M, kMaskBlock);
   Y9_CHECK_SHAPE(colb <= 65535, "nms_batched: max_nms ", cfg.max_nms, " too large for the mask grid on cuda");
   const int64_t per_image = M * colb * static_cast<int64_t>(sizeof(uint64_t));
-  const int64_t chunk = std::clamp<int64_t>(kMaskBudget / per_image, 1, B);
+  const int64_t chunk = std::clamp<int64_t>(mask_budget() / per_image, 1, B);
   Scratch mask(dev, static_cast<size_t>(chunk * per_image)), removed(dev, sizeof(uint64_t) * chunk * colb),
       keep(dev, sizeof(int32_t) * B * capacity);
   for (int64_t b0 = 0; b0 < B; b0 += chunk) {
     const int64_t nb = std::min(chunk, B - b0);
-    Y9_LAUNCH(nms_mask_kernel, dim3(static_cast<unsigned>(colb), static_cast<unsigned>(colb), static_cast<unsigned>(nb)),
-              dim3(kMaskBlock), 0, st, shifted.as<const float>(), area.as<const float>(), totals.as<const int64_t>(), M,
-              colb, b0, cfg.iou_thres, mask.as<uint64_t>());
+    const dim3 mask_grid(static_cast<unsigned>(colb), static_cast<unsigned>(colb), static_cast<unsigned>(nb));
+    Y9_LAUNCH(nms_mask_kernel, mask_grid, dim3(kMaskBlock), 0, st, shifted.as<const float>(), area.as<const float>(),
+              totals.as<const int64_t>(), M, colb, b0, cfg.iou_thres, mask.as<uint64_t>());
     Y9_LAUNCH(nms_greedy_kernel, dim3(static_cast<unsigned>(nb)), dim3(kGreedyThreads), 0, st, pred, g,
               keys.as<const uint64_t>(), P, totals.as<const int64_t>(), M, colb, b0, mask.as<const uint64_t>(),
               xyxy.as<const float>(), removed.as<uint64_t>(), keep.as<int32_t>(), capacity, out, counts);

@@ -3,11 +3,13 @@
 // masks, order, counts) on the official nms fixtures of ../shared/reference (whole batch in one
 // call) and on 20 random batches: empty images, images with every score below conf, multi_label
 // on and off, a class filter, agnostic, many equal scores, more survivors than max_det, mask
-// coefficients, strided and F16/F64 predictions. Under the emulator it also checks that a batch
-// costs two device-to-host copies whatever its size (the candidate totals and the kept counts).
+// coefficients, strided and F64 predictions, the IoU mask in several image chunks (a small
+// Y9_NMS_MASK_BUDGET). Under the emulator it also checks that a batch costs two device-to-host
+// copies whatever its size (the candidate totals and the kept counts).
 // Label gpu: skips without a device (fails with Y9_REQUIRE_GPU=1).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -191,7 +193,23 @@ TEST(NmsCuda, EdgeCases) {
   // --save-hybrid labels take the host path and still return device tensors.
   std::vector<Tensor> labels(3, Tensor());
   labels[0] = Tensor::from_vector<float>({1, 40, 40, 8, 8}, {1, 5});
-  expect_same(ops::non_max_suppression(pred.to(Device::cuda(0)), {}, labels), ops::non_max_suppression(pred, {}, labels));
+  expect_same(ops::non_max_suppression(pred.to(Device::cuda(0)), {}, labels),
+              ops::non_max_suppression(pred, {}, labels));
+}
+
+// A mask budget below one image's mask (Y9_NMS_MASK_BUDGET): the batch runs image by image in
+// several mask + greedy launches, with the same rows.
+TEST(NmsCuda, MaskInImageChunks) {
+  Y9_SKIP_WITHOUT_GPU();
+  Case k{5, 3, 1, 120, false, 2, {}};
+  k.opt.nm = 1;
+  k.opt.conf_thres = 0.1;
+  Tensor pred = make_pred(k, 11);
+  const auto cpu = ops::non_max_suppression(pred, k.opt);
+  ::setenv("Y9_NMS_MASK_BUDGET", "1", 1);
+  const auto gpu = ops::non_max_suppression(pred.to(Device::cuda(0)), k.opt);
+  ::unsetenv("Y9_NMS_MASK_BUDGET");
+  expect_same(gpu, cpu);
 }
 
 #if defined(Y9_CUDA_EMULATOR)
