@@ -2,7 +2,7 @@
 // "Measurement"): BatchNorm forward/backward, max-pool, upsample, concat, softmax (DFL rows), the
 // fused SGD/AdamW/EMA steps and the gradient-norm sum over a 7.2M-parameter flat buffer, the TAL
 // assigner and the branch loss, and the library entries (cuDNN 3x3 convolution forward/backward,
-// cuBLAS GEMM). Memory-bound kernels report the achieved GB/s over the bytes they must move
+// cuBLAS GEMM), and the batched NMS against the CPU NMS. Memory-bound kernels report the achieved GB/s over the bytes they must move
 // (each input read once, each output written once) and that as a fraction of the H200's 4.8 TB/s
 // ("of_H200"); compute-bound ones report TFLOP/s and the fraction of the H200's ~990 TFLOP/s dense
 // FP16 (F32/TF32 and F64 are reported against the same number, which they cannot reach). Every
@@ -12,8 +12,10 @@
 // SkipWithError.
 #include <benchmark/benchmark.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -36,6 +38,7 @@
 #include "kernels/common/spatial.h"
 #include "kernels/common/tal.h"
 #include "kernels/common/yolo_loss.h"
+#include "ops/nms.h"
 #endif
 
 namespace {
@@ -414,6 +417,63 @@ void BM_gemm(benchmark::State& state) {
   measure(state, [&] { k.fn(k.ctx, dt, ga, gb, c.data_ptr(), n, n, n); }, 0, 2.0 * n * n * n, "cuBLAS 4096^3");
 }
 BENCHMARK(BM_gemm)->Arg(0)->Arg(1)->Arg(2)->ArgName("f32_f16_bf16")->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+// --- NMS: the official non_max_suppression on 30000 anchors x 80 classes (val settings) ----------
+
+// The prediction of bench/nms_bench.cpp ([1, 84, 30000], boxes around 64 hot spots of a 640 px
+// image, scores uniform: every anchor is a candidate at conf 0.001), on cuda:0 and on the CPU. Best
+// class: 30000 candidates into the sort and the 30000 x 30000 IoU mask; multi-label: 2.4M
+// (anchor, class) pairs sorted, the top max_nms = 30000 into the mask. Wall-clock time of
+// ops::non_max_suppression (launch sequence, its one mid-sequence synchronisation, the kept
+// counts read back, the kept rows cut out) against the CPU NMS on the same values (cpu_ms,
+// speedup = cpu / cuda); kept = the rows kept (equal on both devices, else an error).
+void BM_nms(benchmark::State& state) {
+  if (skip_without_gpu(state)) return;
+  const int64_t boxes = 30000, nc = 80;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(0.f, 1.f);
+  std::vector<float> hot(128);
+  for (auto& h : hot) h = 40.f + 560.f * u(rng);
+  std::vector<float> v(static_cast<size_t>((4 + nc) * boxes));
+  for (int64_t a = 0; a < boxes; ++a) {
+    const int64_t h = a % 64;
+    v[0 * boxes + a] = hot[2 * h] + 20.f * (u(rng) - 0.5f);
+    v[1 * boxes + a] = hot[2 * h + 1] + 20.f * (u(rng) - 0.5f);
+    v[2 * boxes + a] = 20.f + 100.f * u(rng);
+    v[3 * boxes + a] = 20.f + 100.f * u(rng);
+    for (int64_t c = 0; c < nc; ++c) v[(4 + c) * boxes + a] = u(rng);
+  }
+  const Tensor cpu_pred = Tensor::from_vector<float>(v, {1, 4 + nc, boxes});
+  const Tensor pred = cpu_pred.to(kDev);
+  ops::NmsOptions opt;
+  opt.conf_thres = 0.001;
+  opt.iou_thres = 0.7;
+  opt.multi_label = state.range(0) != 0;
+  auto& ctx = engine::backend(engine::DeviceType::CUDA).context(kDev);
+  using clock = std::chrono::steady_clock;
+  auto t0 = clock::now();
+  const int cpu_iters = 3;
+  int64_t cpu_kept = 0;
+  for (int i = 0; i < cpu_iters; ++i) cpu_kept = ops::non_max_suppression(cpu_pred, opt)[0].size(0);
+  const double cpu_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count() / cpu_iters;
+  int64_t kept = ops::non_max_suppression(pred, opt)[0].size(0);  // warm-up (allocator)
+  ctx.synchronize();
+  double total_ms = 0;
+  for (auto _ : state) {
+    t0 = clock::now();
+    kept = ops::non_max_suppression(pred, opt)[0].size(0);
+    ctx.synchronize();
+    const double ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+    total_ms += ms;
+    state.SetIterationTime(ms / 1e3);
+  }
+  if (kept != cpu_kept) state.SkipWithError("cuda and cpu kept different row counts");
+  state.counters["kept"] = static_cast<double>(kept);
+  state.counters["cpu_ms"] = cpu_ms;
+  state.counters["speedup"] = cpu_ms / (total_ms / static_cast<double>(state.iterations()));
+  state.SetLabel(opt.multi_label ? "multi_label (2.4M pairs -> max_nms 30000)" : "best class (30000 candidates)");
+}
+BENCHMARK(BM_nms)->Arg(0)->Arg(1)->ArgName("multi_label")->UseManualTime()->Unit(benchmark::kMillisecond);
 
 #else  // no CUDA backend: one case that says so
 

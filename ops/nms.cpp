@@ -1,7 +1,10 @@
-// Tensor-level NMS (see nms.h): validation, FP32 CPU staging, per-image dispatch to
-// kernels/cpu/nms, outputs back on the prediction's device.
+// Tensor-level NMS (see nms.h): validation, then the batched kernel entry of the prediction's
+// device (kernels/common/nms.h: CPU twin image by image, or the CUDA launch sequence), or, with
+// --save-hybrid labels, FP32 CPU staging and the per-image twin, outputs back on the device.
 #include "ops/nms.h"
 
+#include "engine/backend.h"
+#include "kernels/common/nms.h"
 #include "kernels/cpu/nms.h"
 
 namespace ops {
@@ -22,16 +25,7 @@ std::vector<Tensor> non_max_suppression(const Tensor& prediction, const NmsOptio
   Y9_CHECK_SHAPE(labels.empty() || static_cast<int64_t>(labels.size()) == bs,
                  "non_max_suppression: labels must be empty or one tensor per image, got ", labels.size(),
                  " for batch ", bs);
-  Tensor pred = prediction.detach().to(engine::Device::cpu()).to(DType::F32);  // any strides
-  std::vector<Tensor> lab(labels.size());
-  for (size_t i = 0; i < labels.size(); ++i) {
-    if (!labels[i].defined() || labels[i].numel() == 0) continue;
-    Y9_CHECK_SHAPE(labels[i].dim() == 2 && labels[i].size(1) == 5,
-                   "non_max_suppression: labels[", i, "] must be [n, 5] (cls, cx, cy, w, h), got ", labels[i].str());
-    lab[i] = labels[i].detach().to(engine::Device::cpu()).to(DType::F32).contiguous();
-  }
-
-  kernels::cpu::NmsConfig cfg;
+  kernels::NmsConfig cfg;
   cfg.conf_thres = static_cast<float>(opt.conf_thres);
   cfg.iou_thres = opt.iou_thres;
   cfg.multi_label = opt.multi_label;
@@ -41,6 +35,40 @@ std::vector<Tensor> non_max_suppression(const Tensor& prediction, const NmsOptio
   cfg.max_wh = static_cast<float>(opt.max_wh);
   cfg.classes = opt.classes.empty() ? nullptr : opt.classes.data();
   cfg.n_classes = static_cast<int64_t>(opt.classes.size());
+
+  bool has_labels = false;
+  for (const Tensor& l : labels) has_labels |= l.defined() && l.numel() > 0;
+
+  // Batched entry of the prediction's device: no labels (--save-hybrid stays on the host path).
+  const engine::Device dev = prediction.device();
+  if (!has_labels && engine::backend(dev.type).supports(kernels::kNmsBatched, DType::F32) &&
+      (dev.is_cpu() || na * nc <= kernels::kNmsMaxPairs)) {
+    Tensor pred = prediction.detach().to(DType::F32);  // on its device, any strides
+    const kernels::NmsGeom g{bs, nc, opt.nm, na, {pred.stride(0), pred.stride(1), pred.stride(2)}};
+    const int64_t cap = kernels::nms_capacity(g, cfg), width = 6 + opt.nm;
+    std::vector<Tensor> out;
+    out.reserve(static_cast<size_t>(bs));
+    if (cap == 0) {  // max_det <= 0, max_nms <= 0 or no anchors: nothing to keep
+      for (int64_t b = 0; b < bs; ++b) out.push_back(Tensor::empty({0, width}, DType::F32, dev));
+      return out;
+    }
+    Tensor rows = Tensor::empty({bs, cap, width}, DType::F32, dev);
+    Tensor counts = Tensor::empty({bs}, DType::I64, dev);
+    auto k = engine::kernel(kernels::kNmsBatched, DType::F32, dev);
+    k.fn(k.ctx, pred.data<float>(), g, cfg, cap, rows.data<float>(), counts.data<int64_t>());
+    const std::vector<int64_t> n = counts.to_vector<int64_t>();  // the kept counts come back
+    for (int64_t b = 0; b < bs; ++b) out.push_back(rows.select(0, b).slice(0, 0, n[static_cast<size_t>(b)]).clone());
+    return out;
+  }
+
+  Tensor pred = prediction.detach().to(engine::Device::cpu()).to(DType::F32);  // any strides
+  std::vector<Tensor> lab(labels.size());
+  for (size_t i = 0; i < labels.size(); ++i) {
+    if (!labels[i].defined() || labels[i].numel() == 0) continue;
+    Y9_CHECK_SHAPE(labels[i].dim() == 2 && labels[i].size(1) == 5,
+                   "non_max_suppression: labels[", i, "] must be [n, 5] (cls, cx, cy, w, h), got ", labels[i].str());
+    lab[i] = labels[i].detach().to(engine::Device::cpu()).to(DType::F32).contiguous();
+  }
 
   std::vector<std::vector<float>> rows(static_cast<size_t>(bs));
   const float* base = pred.data<float>();

@@ -25,18 +25,29 @@ struct NmsOptions {
 
 /// Official non_max_suppression on prediction [B, 4 + nc + nm, A] (rows cx, cy, w, h in
 /// letterboxed-input pixels, then per-class sigmoid scores, then nm mask coefficients; any
-/// float dtype, any device, any strides).
+/// float dtype, any device, any strides; converted to F32 on its device first).
 /// labels: optional per-image [n_i, 5] (cls, cx, cy, w, h in pixels) ground truth appended as
 ///   score-1.0 candidates (--save-hybrid); empty vector = none, otherwise one tensor per image.
 /// Returns B tensors [n_b, 6 + nm] F32 on the prediction's device: x1, y1, x2, y2 (unshifted,
 /// pixels), conf, class index (as float), masks; rows in NMS keep order (descending conf).
+/// Where it runs: without labels, on the prediction's device through the backend entry
+/// kernels::kNmsBatched (kernels/common/nms.h): the CPU twin image by image (in parallel), or on
+/// CUDA one launch sequence for the whole batch (candidates, sort, IoU bit mask, greedy pass;
+/// kernels/cuda/nms.cu) that synchronises once (the candidate totals) and reads back only the B
+/// kept counts, never one round trip per image; the kept rows stay on the device. The CUDA rows
+/// equal the CPU rows bitwise (same boxes, scores, order, counts). With --save-hybrid labels, and
+/// on CUDA when anchors * nc > 2^32 - 1, the prediction is staged to the CPU and the twin runs
+/// there (results copied back to the device).
 /// Deviations: the official 2.5 + 0.05 B second time limit (which drops the remaining images) is
 /// not applied; ties in confidence keep their candidate order (stable sort; the official
 /// argsort leaves them unspecified). In the official code --save-hybrid fails on a column
 /// count mismatch; here label rows carry score 1.0 at their class as the spec describes.
-/// Throws ShapeError on a bad prediction shape or label list; engine::Error on bad thresholds.
+/// Throws ShapeError on a bad prediction shape or label list; engine::Error on bad thresholds;
+/// on CUDA, engine::OutOfMemoryError when the scratch (sort keys, B x 30000^2 / 8 bytes of IoU
+/// mask at most 1 GiB per launch chunk) does not fit.
 /// Source: utils/general.py non_max_suppression (WongKinYiu/yolov9 5b1ea9a); greedy NMS as
-/// torchvision.ops.nms. Deterministic; images are processed in parallel.
+/// torchvision.ops.nms, its CUDA kernel's 64-box IoU bit mask (torchvision/csrc/ops/cuda/nms_kernel.cu).
+/// Deterministic on every device.
 std::vector<engine::Tensor> non_max_suppression(const engine::Tensor& prediction, const NmsOptions& opt = {},
                                                 const std::vector<engine::Tensor>& labels = {});
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 #include "kernels/common/box.h"
@@ -175,6 +176,27 @@ void non_max_suppression_image_cpu(const float* pred, int64_t stride_c, int64_t 
     for (int64_t m = 0; m < nm; ++m)
       o[6 + m] = d.row < n_cand ? pred[(4 + nc + m) * stride_c + cand[d.row] * stride_a] : 0.f;
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+namespace {
+/// nms_batched on the CPU (kernels/common/nms.h): the twin image by image, in parallel.
+void nms_batched_cpu(engine::DeviceContext&, const float* pred, const NmsGeom& g, const NmsConfig& cfg,
+                     int64_t capacity, float* out, int64_t* counts) {
+  const int64_t width = 6 + g.nm;
+#pragma omp parallel for schedule(dynamic) if (g.batch > 1)
+  for (int64_t b = 0; b < g.batch; ++b) {
+    std::vector<float> rows;
+    non_max_suppression_image_cpu(pred + b * g.s[0], g.s[1], g.s[2], g.nc, g.nm, g.anchors, nullptr, 0, cfg, rows);
+    const int64_t n = std::min<int64_t>(static_cast<int64_t>(rows.size()) / width, capacity);
+    if (n > 0) std::memcpy(out + b * capacity * width, rows.data(), sizeof(float) * static_cast<size_t>(n * width));
+    counts[b] = n;
+  }
+}
+}  // namespace
+
+Y9_REGISTER_KERNELS(engine::DeviceType::CPU, b) {
+  b.add(kNmsBatched, &nms_batched_cpu, engine::DTypeSet{engine::DType::F32});
 }
 
 }  // namespace kernels::cpu

@@ -4,20 +4,12 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/common/nms.h"
+
 namespace kernels::cpu {
 
-/// Settings of one non_max_suppression call (official names and defaults: see ops/nms.h).
-struct NmsConfig {
-  float conf_thres = 0.25f;      ///< candidate/detection threshold, compared with '>' in FP32
-  double iou_thres = 0.45;       ///< suppression if IoU > iou_thres (compared in double, as torchvision)
-  bool multi_label = false;      ///< one detection per (anchor, class) with score > conf_thres
-  bool agnostic = false;         ///< no class offset
-  int64_t max_det = 300;         ///< detections kept per image
-  int64_t max_nms = 30000;       ///< boxes into NMS (highest scores)
-  float max_wh = 7680.f;         ///< class offset in pixels
-  const int64_t* classes = nullptr;  ///< optional class filter (nullptr: all classes)
-  int64_t n_classes = 0;             ///< length of `classes`
-};
+/// Settings of one call (kernels/common/nms.h).
+using NmsConfig = kernels::NmsConfig;
 
 /// Greedy NMS with torchvision.ops.nms semantics: order by score descending (stable), keep a
 /// box unless its IoU (inter / (area_i + area_j - inter), xyxy, FP32) with an already kept box

@@ -27,11 +27,14 @@
 #include "kernels/common/amp.h"
 #include "kernels/common/box_loss.h"
 #include "kernels/common/comm.h"
+#include "kernels/common/nms.h"
 #include "kernels/common/optim.h"
 #include "kernels/common/rng.h"
+#include "kernels/cpu/nms.h"
 #include "ops/cbfuse.h"
 #include "ops/ciou.h"
 #include "ops/dfl.h"
+#include "ops/nms.h"
 #include "ops/ops.h"
 #include "ops/tal.h"
 #include "ops/yolo_loss.h"
@@ -548,6 +551,37 @@ std::vector<Row> rows() {
                  for (float v : g) out.push_back(v * coef);
                  out.insert(out.end(), g.begin(), g.end());
                  return Tensor::from_vector<float>(out, {269}).to(DType::F64);
+               }});
+  // Batched NMS (kernels/common/nms.h, F32 only): two images [4 + 3 classes + 2 mask coefficients,
+  // 40 anchors], boxes scaled to pixels, multi-label; the kept rows of both images joined. The
+  // reference runs the CPU twin image by image on the same F32 values.
+  r.push_back({"non_max_suppression (batched)", {"nms_batched"},
+               [=] { return std::vector<Input>{in(rnd({2, 9, 40}, 180, 0, 1), false)}; },
+               [](const Inputs& x) {
+                 Tensor scale = Tensor::from_vector<float>({200, 200, 40, 40, 1, 1, 1, 1, 1}, {1, 9, 1});
+                 Tensor pred = ops::mul(x[0], scale.to(x[0].dtype()).to(x[0].device()));
+                 ops::NmsOptions opt;
+                 opt.conf_thres = 0.3;
+                 opt.multi_label = true;
+                 opt.nm = 2;
+                 opt.max_det = 20;
+                 return Flat::join(ops::non_max_suppression(pred, opt));
+               },
+               GradMode::None,
+               [](const Inputs& x) {
+                 const std::vector<float> scale = {200, 200, 40, 40, 1, 1, 1, 1, 1};
+                 std::vector<float> p = x[0].to(DType::F32).to_vector<float>();
+                 for (size_t i = 0; i < p.size(); ++i) p[i] *= scale[(i / 40) % 9];
+                 kernels::NmsConfig cfg;
+                 cfg.conf_thres = 0.3f;
+                 cfg.multi_label = true;
+                 cfg.max_det = 20;
+                 std::vector<float> all, rows;
+                 for (int64_t b = 0; b < 2; ++b) {
+                   kernels::cpu::non_max_suppression_image_cpu(p.data() + b * 9 * 40, 40, 1, 3, 2, 40, nullptr, 0, cfg, rows);
+                   all.insert(all.end(), rows.begin(), rows.end());
+                 }
+                 return Tensor::from_vector<float>(all, {static_cast<int64_t>(all.size()) / 8, 8}).to(DType::F64);
                }});
   return r;
 }

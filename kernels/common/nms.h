@@ -1,0 +1,57 @@
+// Kernel entry of the batched non-maximum suppression (issue 12 item 3): the official YOLOv9
+// non_max_suppression (utils/general.py) for every image of a batch, on the prediction's device.
+// The CPU entry runs the per-image twin (kernels/cpu/nms.h); the CUDA entry (kernels/cuda/nms.cu)
+// handles the whole batch in one launch sequence and gives the same rows, bitwise.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+
+#include "engine/backend.h"
+
+namespace kernels {
+
+/// Settings of one non_max_suppression call (official names and defaults: see ops/nms.h).
+struct NmsConfig {
+  float conf_thres = 0.25f;      ///< candidate/detection threshold, compared with '>' in FP32
+  double iou_thres = 0.45;       ///< suppression if IoU > iou_thres (compared in double, as torchvision)
+  bool multi_label = false;      ///< one detection per (anchor, class) with score > conf_thres
+  bool agnostic = false;         ///< no class offset
+  int64_t max_det = 300;         ///< detections kept per image
+  int64_t max_nms = 30000;       ///< boxes into NMS (highest scores)
+  float max_wh = 7680.f;         ///< class offset in pixels
+  const int64_t* classes = nullptr;  ///< optional class filter, host memory (nullptr: all classes)
+  int64_t n_classes = 0;             ///< length of `classes`
+};
+
+/// Layout of the F32 prediction [B, 4 + nc + nm, A]: element (b, c, a) at
+/// pred[b * s[0] + c * s[1] + a * s[2]] (any strides).
+struct NmsGeom {
+  int64_t batch, nc, nm, anchors;
+  int64_t s[3];
+};
+
+/// Rows per image the batched entry can return: min(max_det, max_nms, anchors * (nc with
+/// multi_label, else 1)), at least 0. The output buffer holds `capacity` rows per image.
+inline int64_t nms_capacity(const NmsGeom& g, const NmsConfig& cfg) {
+  const bool multi = cfg.multi_label && g.nc > 1;
+  const int64_t pairs = g.anchors * (multi ? g.nc : 1);
+  return std::max<int64_t>(0, std::min({cfg.max_det, cfg.max_nms, pairs}));
+}
+
+/// Largest anchors * nc the CUDA entry accepts (its sort key holds anchor * nc + class in 32 bits);
+/// ops::non_max_suppression takes the host path above it.
+inline constexpr int64_t kNmsMaxPairs = (int64_t(1) << 32) - 1;
+
+/// Batched non_max_suppression without --save-hybrid labels: for every image b, the rows
+/// [x1, y1, x2, y2, conf, cls, masks...] (6 + nm floats, NMS keep order) that
+/// kernels::cpu::non_max_suppression_image_cpu gives, bitwise, written to
+/// out[(b * capacity + k) * (6 + nm) ...] for k < counts[b] (rows past counts[b] are unspecified).
+/// pred: F32 [B, 4 + nc + nm, A] (geometry g), device memory; out: device [B, capacity, 6 + nm];
+/// counts: device int64 [B]; capacity = nms_capacity(g, cfg). cfg.classes is host memory.
+/// Deterministic. The CUDA entry synchronises its compute stream once, mid-sequence (it reads the
+/// B candidate counts to size the sort), and requires anchors * nc <= kNmsMaxPairs.
+using NmsBatchedFn = void (*)(engine::DeviceContext& ctx, const float* pred, const NmsGeom& g, const NmsConfig& cfg,
+                              int64_t capacity, float* out, int64_t* counts);
+inline engine::KernelKey<NmsBatchedFn> kNmsBatched{"nms_batched"};
+
+}  // namespace kernels
