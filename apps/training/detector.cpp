@@ -331,7 +331,7 @@ ImageDetections detect_image(const Predictor& predictor, const cv::Mat& im0, con
   b.indices = {0};
   b.targets = Tensor::zeros({0, 6});
   Tensor pred = predictor(im, b);
-  if (!pred.device().is_cpu()) pred = pred.to(engine::Device::cpu());  // NMS on the host for now
+  // NMS on the prediction's device; only the kept rows come back to the host.
   const double t2 = det_now_s();
   r.det = ops::non_max_suppression(pred, nms)[0].to(engine::Device::cpu()).to(DType::F32).contiguous().clone();
   const double t3 = det_now_s();
