@@ -121,6 +121,11 @@ void register_train(CLI::App& app) {
             ->capture_default_str();
         sub.add_option("--master-port", o.master_port,
                        "rendezvous port for --device 0,1,...: one process per GPU (0 = pick a free port)");
+        sub.add_option("--val-batch", o.val_batch,
+                       "batch size of the validation during training (0: twice the per-rank --batch, as "
+                       "officially); an out-of-memory in validation halves it and retries")
+            ->check(CLI::Range(int64_t(0), int64_t(1) << 20))
+            ->capture_default_str();
         sub.add_flag("--val-distributed", o.val_distributed,
                      "shard validation across the data-parallel ranks instead of validating on rank 0");
         sub.add_option("--trace", o.trace,

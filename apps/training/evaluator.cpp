@@ -5,6 +5,7 @@
 #include "apps/training/evaluator.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <chrono>
 #include <cstdarg>
 #include <cmath>
@@ -305,6 +306,12 @@ class ValidationRun {
   }
 
   void process_batch(const io::Batch& batch, int64_t bi) {
+    // Test aid for the out-of-memory retry of the validation during training (Trainer::validate):
+    // Y9_FAULT_VAL_OOM=<n> makes every batch of more than n images fail as a device out-of-memory.
+    static const char* fault = std::getenv("Y9_FAULT_VAL_OOM");
+    if (fault && batch.images.size(0) > std::atoll(fault))
+      Y9_THROW(engine::OutOfMemoryError, "Y9_FAULT_VAL_OOM=", fault, ": simulated out of memory for a validation "
+               "batch of ", batch.images.size(0), " images");
     double t0 = now_s();
     Tensor im = ops::div(batch.images.to(opts_.device).to(DType::F32), k255_);
     const int64_t nb = im.size(0), H = im.size(2), W = im.size(3);

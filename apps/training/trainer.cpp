@@ -60,7 +60,7 @@ namespace training {
   X(flat_cos_lr) X(fixed_lr) X(label_smoothing) X(patience) X(freeze) X(save_period) X(seed)              \
   X(local_rank) X(min_items) X(close_mosaic) X(entity) X(upload_dataset) X(bbox_interval)                 \
   X(artifact_alias) X(deterministic) X(fp32_init) X(nbs) X(plot_features) X(save_dir) X(accumulate) X(allreduce)  \
-  X(bucket_mb) X(grad_dtype) X(master_port) X(val_distributed) X(trace) X(amp)
+  X(bucket_mb) X(grad_dtype) X(master_port) X(val_distributed) X(trace) X(amp) X(val_batch)
 
 nlohmann::ordered_json options_to_json(const TrainOptions& o) {
   nlohmann::ordered_json j;
@@ -947,8 +947,9 @@ void Trainer::setup_loaders() {
     io::AugmentOptions va = ta;
     va.augment = false;
     va.rect = true;
-    va.batch_size = static_cast<int>(batch_rank_ * 2);
+    va.batch_size = static_cast<int>(o_.val_batch > 0 ? o_.val_batch : batch_rank_ * 2);
     va.rect_pad = 0.5;
+    val_aug_ = va;
     val_ds_ = std::make_shared<const io::AugmentedDataset>(val_scan_.records, va);
     if (o_.val_distributed && dp_ && dp_->world_size() > 1) {
       // --val-distributed: rank r validates a consecutive run of whole rect batches (the same
@@ -1559,7 +1560,31 @@ TrainValResult Trainer::validate() {
   const auto ms = ema_model_->state_dict();
   const auto& es = ema_->state();
   for (size_t k = 0; k < ms.size(); ++k) Tensor(ms[k].second).copy_(es[k].second);
-  if (!val_sharded_) return validate_model(*ema_model_, val_ds_, val_loss_cfg_, vo_);  // prints the official table
+  if (!val_sharded_) {
+    // An out-of-memory error in validation never loses the training run: the val batch is halved
+    // (the rect batches rebuilt) and the validation retried, down to batch 1; if even that does not
+    // fit, this epoch's validation is skipped with a warning (metrics 0) and training goes on.
+    for (;;) {
+      try {
+        return validate_model(*ema_model_, val_ds_, val_loss_cfg_, vo_);  // prints the official table
+      } catch (const engine::OutOfMemoryError& e) {
+        const int b = vo_.batch_size;
+        std::printf("\nWARNING ⚠️ validation ran out of %s memory at batch size %d (%s)\n",
+                    device_.is_cuda() ? "device" : "host", b, e.message().substr(0, 200).c_str());
+        engine::allocator_for(device_)->empty_cache();
+        if (b <= 1) {
+          std::printf("WARNING ⚠️ validation skipped for this epoch (metrics 0); training continues\n");
+          std::fflush(stdout);
+          return TrainValResult{};
+        }
+        val_aug_.batch_size = b / 2;
+        val_ds_ = std::make_shared<const io::AugmentedDataset>(val_ds_->records(), val_aug_);
+        vo_.batch_size = val_aug_.batch_size;
+        std::printf("         retrying with validation batch size %d (set it with --val-batch)\n", vo_.batch_size);
+        std::fflush(stdout);
+      }
+    }
+  }
   ValOptions vo = vo_;
   vo.merge_stats = [this](ops::DetectionMetrics& m) {
     const std::vector<std::string> parts = dp_->all_gather_bytes(m.serialize());

@@ -90,6 +90,9 @@ struct TrainOptions {
   std::string grad_dtype = "fp32"; ///< --grad-dtype: gradient payload on the wire (fp32, fp16, bf16)
   int64_t master_port = 0;         ///< --master-port: rendezvous port of --device 0,1,.. (0: a free one)
   bool val_distributed = false;    ///< --val-distributed: validation sharded across the ranks
+  /// --val-batch: batch size of the validation during training (0: twice the per-rank batch, as
+  /// the official train_dual.py fixes it; WongKinYiu/yolov9 #459: users hit out-of-memory there).
+  int64_t val_batch = 0;
   std::string trace;               ///< --trace FILE: Chrome-trace JSON of a few steps
   /// Mixed precision: "auto" (official: AMP iff training on CUDA), "fp16" (--amp), "bf16"
   /// (--amp bf16), "off" (--no-amp). AMP is CUDA-only: on the CPU it stays off (a notice when
@@ -262,6 +265,7 @@ class Trainer {
   int64_t nonfinite_run_ = 0; ///< consecutive non-finite steps skipped (data-parallel)
   ops::YoloLossConfig val_loss_cfg_;  ///< the loss of validation (this process's batches only)
   bool val_sharded_ = false;          ///< --val-distributed: val_ds_ is this rank's shard
+  io::AugmentOptions val_aug_;        ///< val_ds_'s options (rebuilt with a halved batch after an OOM)
   std::vector<Tensor> rank_grads_;    ///< every rank's accumulated gradients for a mid-epoch checkpoint
   std::unique_ptr<Tracer> tracer_;
   int64_t trace_begin_ = -1, trace_end_ = -1;  ///< traced iterations [begin, end)

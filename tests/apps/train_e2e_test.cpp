@@ -348,3 +348,36 @@ TEST_F(TrainE2E, AutoBatchOnCpuUsesDefault16) {
         << r.out;
   }
 }
+
+// Issue 12 (val on the device): --val-batch sets the batch of the validation during training, and an
+// out-of-memory error there (simulated with Y9_FAULT_VAL_OOM=<n>: batches of more than n images
+// fail) halves it and retries; the smaller batch is kept for the later epochs. When even batch 1
+// fails, that epoch's validation is skipped with a warning and the run still finishes.
+TEST_F(TrainE2E, ValOutOfMemoryHalvesTheValBatchAndNeverLosesTheRun) {
+  ::setenv("Y9_FAULT_VAL_OOM", "2", 1);
+  RunResult r = run(base_args("val_oom") + " --epochs 2 --val-batch 8 --noplots");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("validation ran out of host memory at batch size 8"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("retrying with validation batch size 4"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("retrying with validation batch size 2"), std::string::npos) << r.out;
+  size_t oom = 0;
+  for (size_t at = r.out.find("ran out of"); at != std::string::npos; at = r.out.find("ran out of", at + 1)) ++oom;
+  EXPECT_EQ(oom, 2u) << "the halved batch must be kept for epoch 2:\n" << r.out;
+  size_t rows = 0;
+  for (size_t at = r.out.find("                   all "); at != std::string::npos;
+       at = r.out.find("                   all ", at + 1))
+    ++rows;
+  EXPECT_EQ(rows, 2u) << r.out;  // both epochs validated
+  EXPECT_TRUE(fs::exists(run_dir("val_oom") / "weights/best.safetensors"));
+
+  ::setenv("Y9_FAULT_VAL_OOM", "0", 1);  // every batch fails
+  r = run(base_args("val_oom_skip") + " --epochs 1 --val-batch 2 --noplots");
+  ::unsetenv("Y9_FAULT_VAL_OOM");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("validation skipped for this epoch (metrics 0); training continues"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(run_dir("val_oom_skip") / "weights/last.safetensors"));
+
+  r = run(base_args("val_batch_bad") + " --epochs 1 --val-batch -1");
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("--val-batch"), std::string::npos) << r.out;
+}
