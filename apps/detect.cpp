@@ -49,8 +49,10 @@ int run_detect_cli(const DetectArgs& a) {
   if (a.augment) std::printf("detect: NOTICE --augment (test-time augmentation) is not supported by these heads; ignored\n");
   if (a.update) std::printf("detect: NOTICE --update does not apply to safetensors weights; ignored\n");
   if (a.dnn) std::printf("detect: NOTICE --dnn (OpenCV DNN for ONNX) does not apply to safetensors weights; ignored\n");
-  if (a.half) std::printf("detect: NOTICE --half: FP16 inference runs only on CUDA officially; using FP32\n");
   const engine::Device device = selected_device(check_device_option(a.device));  // '' -> cuda:0 when usable
+  // --half: FP16 on CUDA (official half &= device.type != 'cpu'); the CPU stays FP32.
+  const engine::DType autocast = a.half && device.is_cuda() ? engine::DType::F16 : engine::DType::F32;
+  if (a.half && !device.is_cuda()) std::printf("detect: NOTICE --half: FP16 inference runs only on CUDA (as officially); using FP32\n");
   if (a.weights.size() > 1) std::printf("detect: NOTICE model ensembles are not supported; using %s\n", a.weights[0].c_str());
   const std::string& w = a.weights[0];
   LoadedModel lm = load_model(w, a.cfg);
@@ -92,9 +94,10 @@ int run_detect_cli(const DetectArgs& a) {
   // --visualize: the feature grids of every stage go to <run>/<image stem>/ (official layout).
 #ifdef Y9_INFERENCE_ONLY
   if (a.visualize) std::printf("detect: NOTICE --visualize is not in the inference build; ignored\n");
-  const Predictor predictor = model_predictor(*lm.model);
+  const Predictor predictor = model_predictor(*lm.model, autocast);
 #else
-  const Predictor predictor = a.visualize ? visualizing_predictor(*lm.model, o.save_dir) : model_predictor(*lm.model);
+  const Predictor predictor =
+      a.visualize ? visualizing_predictor(*lm.model, o.save_dir) : model_predictor(*lm.model, autocast);
 #endif
   DetectSummary s = run_detect(predictor, a.source, o);
   if (o.save_txt || !o.nosave) {

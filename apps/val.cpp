@@ -48,7 +48,6 @@ engine::Device select_device(const std::string& given) { return selected_device(
 int run_val(ValArgs a) {
   if (a.augment) std::printf("val: NOTICE --augment (test-time augmentation) is not supported by these heads; ignored\n");
   if (a.dnn) std::printf("val: NOTICE --dnn (OpenCV DNN for ONNX) does not apply to safetensors weights; ignored\n");
-  if (a.half) std::printf("val: NOTICE --half: FP16 inference runs only on CUDA officially; using FP32\n");
   if (a.task == "study") {
     std::fprintf(stderr, "val: --task study is not supported\n");
     return 2;
@@ -108,6 +107,9 @@ int run_val(ValArgs a) {
   o.json_stem = fs::path(w).stem().string();
   o.task = split;
   o.device = device;
+  // --half: FP16 on CUDA (official half &= device.type != 'cpu'); the CPU stays FP32.
+  if (a.half && device.is_cuda()) o.autocast = engine::DType::F16;
+  if (a.half && !device.is_cuda()) std::printf("val: NOTICE --half: FP16 inference runs only on CUDA (as officially); using FP32\n");
   o.save_dir = io::increment_path((std::filesystem::path(a.project) / a.name).string(), a.exist_ok, /*mkdir=*/true);
 
   auto ds = make_val_dataset(entries, imgsz, a.batch_size, rect, pad, data.nc, a.single_cls, a.min_items, split + ": ");

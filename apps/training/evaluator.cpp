@@ -253,7 +253,7 @@ std::pair<double, double> pycocotools_eval(const std::string& anno_json, const s
 // The validation loop
 
 ValResult run_validation(graph::Model& model, std::shared_ptr<const io::AugmentedDataset> ds, const ValOptions& opts) {
-  return run_validation(model_predictor(model), std::move(ds), opts);
+  return run_validation(model_predictor(model, opts.autocast), std::move(ds), opts);
 }
 
 namespace {

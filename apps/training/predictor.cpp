@@ -9,6 +9,7 @@
 #include "engine/autograd.h"
 #include "engine/error.h"
 #include "graph/model.h"
+#include "ops/autocast.h"
 #include "ops/nms.h"
 #include "ops/ops.h"
 
@@ -16,15 +17,21 @@ namespace training {
 
 using engine::Tensor;
 
-Predictor model_predictor(graph::Model& model) {
+Predictor model_predictor(graph::Model& model, engine::DType autocast) {
   model.eval();
   graph::Model* m = &model;
-  return [m](const Tensor& x, const io::Batch&) {
+  return [m, autocast](const Tensor& x, const io::Batch&) {
     engine::autograd::NoGradGuard ng;
-    graph::ModelOutput out = m->forward(x);
+    graph::ModelOutput out;
+    if (autocast != engine::DType::F32) {
+      ops::AutocastGuard ac(autocast);
+      out = m->forward(x);
+    } else {
+      out = m->forward(x);
+    }
     Y9_CHECK(!out.decoded.empty(), "model_predictor: the model returned no decoded output (not in eval mode?)");
-    if (out.decoded.size() <= 2) return ops::nms_input(out.decoded, out.decoded.size() > 1);
-    return out.decoded.back();
+    const Tensor& y = out.decoded.size() <= 2 ? ops::nms_input(out.decoded, out.decoded.size() > 1) : out.decoded.back();
+    return y.dtype() == engine::DType::F32 ? y : y.to(engine::DType::F32);
   };
 }
 

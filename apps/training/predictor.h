@@ -22,7 +22,10 @@ using Predictor = std::function<engine::Tensor(const engine::Tensor& images, con
 /// A Predictor running `model` in eval mode without autograd, returning the NMS input: the main
 /// branch y2 for multi-branch (DualDDetect) heads, the only y for DDetect (ops::nms_input; the
 /// last branch for TripleDDetect). The model must outlive the predictor. Sets model.eval().
-Predictor model_predictor(graph::Model& model);
+/// autocast F16/BF16 (`--half` on CUDA, official model.half()): the forward runs under
+/// ops::AutocastGuard (the CUDA convolutions and matmuls in that dtype, BatchNorm in FP32; CPU
+/// tensors are never cast) and the prediction is cast back to F32; F32 (default): no autocast.
+Predictor model_predictor(graph::Model& model, engine::DType autocast = engine::DType::F32);
 
 /// Official check_img_size: rounds `img` up to a multiple of `stride` (min `floor`), printing the
 /// official warning when it changes.

@@ -317,6 +317,26 @@ TEST(DeviceE2E, ValDetectCoco128SameBoxesOnCudaAndCpu) {
     same(root / "det" / (n + "cpu") / "labels", root / "det" / (n + "gpu") / "labels", "detect");
   }
   EXPECT_GT(compared, val_rows) << "detect kept no box to compare";
+
+  // --half on CUDA: FP16 inference (autocast), no CPU notice; the same images get boxes, their
+  // metrics row within FP16 rounding of the FP32 one is not asserted (random weights), only sanity.
+  const e2e::RunResult vh = run("val --weights " + w + " --data " + data + " --img 160 --batch 4 --workers 0 --device 0 "
+                                "--half --conf-thres 0.06 --no-plots --project " + (root / "val").string() +
+                                " --name half --exist-ok");
+  ASSERT_EQ(vh.rc, 0) << vh.out;
+  EXPECT_EQ(vh.out.find("NOTICE --half"), std::string::npos) << vh.out;
+  EXPECT_NE(vh.out.find("                   all          8 "), std::string::npos) << vh.out;
+  const e2e::RunResult dh = run("detect --weights " + w + " --source " + (root / "images" / "val").string() +
+                                " --img 160 --conf-thres 0.01 --half --save-txt --save-conf --nosave --device 0 --project " +
+                                (root / "det").string() + " --name half --exist-ok");
+  ASSERT_EQ(dh.rc, 0) << dh.out;
+  EXPECT_EQ(dh.out.find("NOTICE --half"), std::string::npos) << dh.out;
+  const auto lh = labels(root / "det" / "half" / "labels"), l32 = labels(root / "det" / "c0.01gpu" / "labels");
+  size_t n16 = 0, n32 = 0;
+  for (const auto& [f, rows] : lh) n16 += rows.size();
+  for (const auto& [f, rows] : l32) n32 += rows.size();
+  EXPECT_NEAR(static_cast<double>(n16), static_cast<double>(n32), 0.1 * static_cast<double>(n32))
+      << "FP16 detect kept " << n16 << " boxes, FP32 " << n32;
   std::printf("  coco128: %zu val rows and %zu detect rows equal on cuda:0 and the CPU\n", val_rows, compared - val_rows);
   if (!::testing::Test::HasFailure()) fs::remove_all(root);
 }
