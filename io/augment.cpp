@@ -203,6 +203,11 @@ void apply_perspective(cv::Mat& img, PixelBoxes& boxes, const cv::Matx33d& M, do
     }
     img = dst;
   }
+  transform_boxes(boxes, M, scale, use_perspective, out_w, out_h);
+}
+
+void transform_boxes(PixelBoxes& boxes, const cv::Matx33d& M, double scale, bool use_perspective, int out_w,
+                     int out_h) {
   PixelBoxes kept;
   for (const auto& b : boxes) {
     const double xs[4] = {b[1], b[3], b[1], b[3]}, ys[4] = {b[2], b[4], b[4], b[2]};  // official corner order
@@ -350,7 +355,8 @@ cv::Rect warp_source_roi(const cv::Matx33d& M, int in_w, int in_h, int out_w, in
 }
 }  // namespace
 
-void AugmentedDataset::load_mosaic(int64_t index, Rng& rng, cv::Mat& img, PixelBoxes& boxes) const {
+void AugmentedDataset::load_mosaic(int64_t index, Rng& rng, cv::Mat& img, PixelBoxes& boxes, MosaicPlan* plan,
+                                   bool pixels) const {
   const int s = opts_.img_size, S = 2 * s;
   const int yc = static_cast<int>(rng.uniform(s / 2.0, 1.5 * s));
   const int xc = static_cast<int>(rng.uniform(s / 2.0, 1.5 * s));
@@ -377,9 +383,58 @@ void AugmentedDataset::load_mosaic(int64_t index, Rng& rng, cv::Mat& img, PixelB
     sizes[k] = ratio != 1.0 ? cv::Size(static_cast<int>(r.width * ratio), static_cast<int>(r.height * ratio))
                             : cv::Size(r.width, r.height);
   }
+  if (plan) {
+    plan->index = idx;
+    plan->canvas = S;
+    plan->M = M;
+    plan->perspective = use_persp;
+  }
+  // The plan's tile k from its resized size: canvas rectangle and offset (load_mosaic's a, b).
+  auto record_tile = [&](int k, int h, int w) {
+    if (!plan) return;
+    cv::Rect a, b;
+    mosaic_rects(k, h, w, xc, yc, S, a, b);
+    plan->h[k] = h;
+    plan->w[k] = w;
+    plan->dst[k] = a;
+    plan->padw[k] = a.x - b.x;
+    plan->padh[k] = a.y - b.y;
+  };
+  if (!pixels) {
+    // Boxes only: tile sizes from the scan (load_image's rule), or from a decode when unknown.
+    boxes.clear();
+    for (int k = 0; k < 4; ++k) {
+      const ImageRecord& r = records_[idx[k]];
+      int h, w;
+      if (r.width > 0 && r.height > 0) {
+        const double ratio = static_cast<double>(s) / std::max(r.width, r.height);
+        w = ratio != 1.0 ? std::max(1, static_cast<int>(r.width * ratio)) : r.width;
+        h = ratio != 1.0 ? std::max(1, static_cast<int>(r.height * ratio)) : r.height;
+      } else {
+        const cv::Mat im = load_image(r.image_path, s, opts_.augment).img;
+        h = im.rows;
+        w = im.cols;
+      }
+      record_tile(k, h, w);
+      cv::Rect a, b;
+      mosaic_rects(k, h, w, xc, yc, S, a, b);
+      const float padw = static_cast<float>(a.x - b.x), padh = static_cast<float>(a.y - b.y);
+      for (const auto& l : r.labels) {
+        auto clip = [&](float v) { return std::clamp(v, 0.0f, static_cast<float>(S)); };
+        boxes.push_back({l[0], clip(w * (l[1] - l[3] / 2) + padw), clip(h * (l[2] - l[4] / 2) + padh),
+                         clip(w * (l[1] + l[3] / 2) + padw), clip(h * (l[2] + l[4] / 2) + padh)});
+      }
+    }
+    transform_boxes(boxes, M, p.scale, use_persp, s, s);
+    img = cv::Mat();
+    return;
+  }
   if (!sizes_known) {  // reference path: every tile decoded, full canvas
     std::array<Tile, 4> tiles;
-    for (int k = 0; k < 4; ++k) tiles[k] = load_tile(idx[k]);
+    for (int k = 0; k < 4; ++k) {
+      tiles[k] = load_tile(idx[k]);
+      record_tile(k, tiles[k].img.rows, tiles[k].img.cols);
+    }
     cv::Mat canvas;
     build_mosaic(tiles, xc, yc, s, canvas, boxes);
     apply_perspective(canvas, boxes, M, p.scale, use_persp, s, s);
@@ -397,6 +452,7 @@ void AugmentedDataset::load_mosaic(int64_t index, Rng& rng, cv::Mat& img, PixelB
   boxes.clear();
   for (int k = 0; k < 4; ++k) {
     const int h = sizes[k].height, w = sizes[k].width;
+    record_tile(k, h, w);
     cv::Rect a, b;
     mosaic_rects(k, h, w, xc, yc, S, a, b);
     const cv::Rect av = a & roi;
@@ -457,7 +513,15 @@ Sample AugmentedDataset::get(int64_t index, int epoch) const {
 }
 
 Sample AugmentedDataset::get(int64_t index, int epoch, PixelOps* deferred) const {
+  return get(index, epoch, deferred, nullptr, true);
+}
+
+Sample AugmentedDataset::get(int64_t index, int epoch, PixelOps* deferred, SamplePlan* plan, bool pixels) const {
   Y9_CHECK(deferred != nullptr, "AugmentedDataset::get: null PixelOps");
+  SamplePlan local;
+  SamplePlan& pl = plan ? *plan : local;
+  pl = SamplePlan{};
+  pl.index = index;
   Y9_CHECK(index >= 0 && index < size(), "AugmentedDataset::get: index ", index, " out of range [0, ", size(), ")");
   Rng rng(opts_.seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(index));
   const Hyp& hyp = opts_.hyp;
@@ -466,20 +530,44 @@ Sample AugmentedDataset::get(int64_t index, int epoch, PixelOps* deferred) const
   PixelBoxes boxes;
   cv::Mat img;
   if (mosaic_on(epoch) && rng.random() < hyp.mosaic) {
-    load_mosaic(index, rng, img, boxes);
+    pl.mosaic = true;
+    pl.nmosaic = 1;
+    load_mosaic(index, rng, img, boxes, &pl.m[0], pixels);
     if (rng.random() < hyp.mixup) {
       cv::Mat img2;
       PixelBoxes boxes2;
-      load_mosaic(rng.randint(0, size() - 1), rng, img2, boxes2);
+      load_mosaic(rng.randint(0, size() - 1), rng, img2, boxes2, &pl.m[1], pixels);
       const double r = rng.beta(32.0, 32.0);
-      mixup_blend(img, img2, r);
+      pl.nmosaic = 2;
+      pl.mixup_r = r;
+      if (pixels) mixup_blend(img, img2, r);
       boxes.insert(boxes.end(), boxes2.begin(), boxes2.end());
     }
   } else {
     const ImageRecord& r = records_[index];
-    LoadedImage li = load_image(r.image_path, opts_.img_size, opts_.augment);
+    LoadedImage li;
+    if (pixels || r.width <= 0 || r.height <= 0) {
+      li = load_image(r.image_path, opts_.img_size, opts_.augment);
+    } else {
+      // Boxes only: a blank image of load_image's size stands in for the decode (the letterbox
+      // geometry depends on the size alone). TODO(issue 12): a geometry-only letterbox.
+      li.h0 = r.height;
+      li.w0 = r.width;
+      const double ratio = static_cast<double>(opts_.img_size) / std::max(r.width, r.height);
+      const int w = ratio != 1.0 ? std::max(1, static_cast<int>(r.width * ratio)) : r.width;
+      const int h = ratio != 1.0 ? std::max(1, static_cast<int>(r.height * ratio)) : r.height;
+      li.img = cv::Mat(h, w, CV_8UC1, cv::Scalar(0));
+    }
     std::array<int, 2> shape = opts_.rect ? rect_shape(index) : std::array<int, 2>{opts_.img_size, opts_.img_size};
     LetterboxResult lb = letterbox(li.img, shape[0], shape[1], false, false, opts_.augment);
+    pl.img_h = li.img.rows;
+    pl.img_w = li.img.cols;
+    pl.lb_h = lb.img.rows;
+    pl.lb_w = lb.img.cols;
+    pl.top = static_cast<int>(std::nearbyint(lb.dh - 0.1));
+    pl.left = static_cast<int>(std::nearbyint(lb.dw - 0.1));
+    pl.nh = pl.lb_h - pl.top - static_cast<int>(std::nearbyint(lb.dh + 0.1));
+    pl.nw = pl.lb_w - pl.left - static_cast<int>(std::nearbyint(lb.dw + 0.1));
     out.h0 = li.h0;
     out.w0 = li.w0;
     out.ratio_h = static_cast<double>(li.img.rows) / li.h0;
@@ -496,11 +584,19 @@ Sample AugmentedDataset::get(int64_t index, int epoch, PixelOps* deferred) const
     if (opts_.augment) {
       const PerspectiveParams p = draw_perspective(rng, hyp);
       const cv::Matx33d M = perspective_matrix(p, img.cols, img.rows, img.cols, img.rows);
-      apply_perspective(img, boxes, M, p.scale, hyp.perspective != 0, img.cols, img.rows);
+      pl.warp = true;
+      pl.M = M;
+      pl.perspective = hyp.perspective != 0;
+      if (pixels) apply_perspective(img, boxes, M, p.scale, hyp.perspective != 0, img.cols, img.rows);
+      else transform_boxes(boxes, M, p.scale, hyp.perspective != 0, img.cols, img.rows);
     }
+    pl.out_h = img.rows;
+    pl.out_w = img.cols;
+    if (!pixels) img = cv::Mat();
   }
+  if (pl.mosaic) pl.out_h = pl.out_w = opts_.img_size;
   // xyxy2xywhn(clip=True, eps=1e-3)
-  const float W = static_cast<float>(img.cols), H = static_cast<float>(img.rows);
+  const float W = static_cast<float>(pl.out_w), H = static_cast<float>(pl.out_h);
   for (const auto& b : boxes) {
     const float x1 = std::clamp(b[1], 0.0f, W - 1e-3f), x2 = std::clamp(b[3], 0.0f, W - 1e-3f);
     const float y1 = std::clamp(b[2], 0.0f, H - 1e-3f), y2 = std::clamp(b[4], 0.0f, H - 1e-3f);
@@ -525,6 +621,7 @@ Sample AugmentedDataset::get(int64_t index, int epoch, PixelOps* deferred) const
     }
   }
   *deferred = ops;
+  pl.ops = ops;
   out.img = img;
   return out;
 }

@@ -93,6 +93,11 @@ cv::Matx33d perspective_matrix(const PerspectiveParams& p, int in_w, int in_h, i
 void apply_perspective(cv::Mat& img, PixelBoxes& boxes, const cv::Matx33d& M, double scale, bool use_perspective,
                        int out_w, int out_h);
 
+/// The box part of apply_perspective alone: transforms `boxes` by M (corners, min/max, clip to
+/// out_w x out_h) and keeps the candidates, exactly as apply_perspective does; no pixels.
+void transform_boxes(PixelBoxes& boxes, const cv::Matx33d& M, double scale, bool use_perspective, int out_w,
+                     int out_h);
+
 /// Official box_candidates: keep if w2 > wh_thr, h2 > wh_thr, w2*h2/(w1*h1+eps) > area_thr and
 /// max aspect < ar_thr. Boxes xyxy pixels.
 bool box_candidate(const std::array<float, 4>& before, const std::array<float, 4>& after, double wh_thr = 2,
@@ -132,6 +137,39 @@ struct AugmentOptions {
   Hyp hyp;
 };
 
+/// The pixel work of one mosaic (official load_mosaic + random_perspective), without pixels: the
+/// tiles (dataset index, resized size, canvas rectangle and offset), the canvas size and the
+/// perspective matrix. Filled by AugmentedDataset::get with the values its own pixels and boxes
+/// used, so a device renderer (kernels/common/augment.h) draws nothing itself.
+struct MosaicPlan {
+  std::array<int64_t, 4> index{};  ///< dataset index of tile k (quadrant k of load_mosaic)
+  std::array<int, 4> h{}, w{};     ///< resized tile size (load_image)
+  std::array<cv::Rect, 4> dst{};   ///< canvas rectangle `a` of tile k (may be empty)
+  std::array<int, 4> padw{}, padh{};  ///< canvas = tile shifted by (padw, padh)
+  int canvas = 0;                  ///< canvas side 2s
+  cv::Matx33d M = cv::Matx33d::eye();  ///< forward map canvas px -> output px
+  bool perspective = false;        ///< warpPerspective (else warpAffine with M's top rows)
+};
+
+/// Everything a renderer needs to produce the pixels of AugmentedDataset::get(index, epoch):
+/// mosaic samples list one or two MosaicPlans (two: mixup, blended with mixup_r); other samples
+/// are load_image(index) letterboxed (nw x nh placed at (left, top) on lb_w x lb_h, 114 border)
+/// and, when `warp`, warped by M to out_w x out_h. `ops` are the deferred per-pixel ops.
+struct SamplePlan {
+  bool mosaic = false;
+  int nmosaic = 0;
+  std::array<MosaicPlan, 2> m{};
+  double mixup_r = 0;
+  int64_t index = 0;
+  int img_h = 0, img_w = 0;        ///< load_image size (non-mosaic)
+  int lb_h = 0, lb_w = 0, nw = 0, nh = 0, top = 0, left = 0;
+  bool warp = false;
+  cv::Matx33d M = cv::Matx33d::eye();
+  bool perspective = false;
+  int out_h = 0, out_w = 0;
+  PixelOps ops;
+};
+
 /// One produced sample.
 struct Sample {
   cv::Mat img;                               ///< H x W x 3 uint8 BGR
@@ -158,13 +196,19 @@ class AugmentedDataset {
   /// apply them while writing the batch planes (io::finish_to_planes). get(i, e) equals this
   /// followed by those ops. Throws as get(); engine::Error for a null `deferred`.
   Sample get(int64_t index, int epoch, PixelOps* deferred) const;
+  /// As get(index, epoch, deferred), also describing the pixel work in `*plan`. With
+  /// pixels = false no image is decoded, warped or blended (Sample::img stays empty): labels,
+  /// deferred ops and plan are those of the full call (tile sizes come from the scanned records;
+  /// an image without a scanned size is decoded to learn it). Throws as get().
+  Sample get(int64_t index, int epoch, PixelOps* deferred, SamplePlan* plan, bool pixels = true) const;
   /// Batch shape {h, w} of a rect batch (rect mode only), for sample `index`.
   std::array<int, 2> rect_shape(int64_t index) const;
   const RectBatches& rect() const { return rect_; }
 
  private:
   Tile load_tile(int64_t index) const;
-  void load_mosaic(int64_t index, Rng& rng, cv::Mat& img, PixelBoxes& boxes) const;
+  void load_mosaic(int64_t index, Rng& rng, cv::Mat& img, PixelBoxes& boxes, MosaicPlan* plan = nullptr,
+                   bool pixels = true) const;
   std::vector<ImageRecord> records_;
   AugmentOptions opts_;
   RectBatches rect_;

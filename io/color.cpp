@@ -245,6 +245,8 @@ void reference(const cv::Mat& bgr, const PixelOps& ops, uint8_t* dst_r, uint8_t*
 
 const VerifyInfo& verify_info() { return verified_state(-1).info; }
 
+kernels::cpu::HsvModel verified_model() { return verified_state(-1).model; }
+
 namespace {
 /// The kernel variant of an explicit Path (not Auto / Reference); throws when this CPU lacks it.
 Variant explicit_variant(Path path, const char* who) {

@@ -44,4 +44,8 @@ const VerifyInfo& verify_info();
 /// variant this CPU cannot run. Takes seconds for the scalar kernel.
 VerifyInfo verify_now(Path variant);
 
+/// The HSV2BGR rounding model the one-time verification found (running it, row tails included,
+/// if it has not run yet): what the fast kernels follow, and what OpenCV does on this machine.
+kernels::cpu::HsvModel verified_model();
+
 }  // namespace io::color_detail
