@@ -259,19 +259,20 @@ Y9_HD void hsv2bgr(int hi, int si, int vi, bool trunc, bool fma2, bool fma3, uin
   const float pre = static_cast<float>(static_cast<int>(hh));
   const int sector = static_cast<int>(pre);
   const float f = fadd(hh, -pre);
-  float tab[4];
-  tab[0] = v;
-  tab[1] = fmul(v, fadd(1.f, -s));
-  tab[2] = fmul(v, fma2 ? fmaf(-s, f, 1.f) : fadd(1.f, -fmul(s, f)));
+  const float t0 = v;
+  const float t1 = fmul(v, fadd(1.f, -s));
+  const float t2 = fmul(v, fma2 ? fmaf(-s, f, 1.f) : fadd(1.f, -fmul(s, f)));
   const float omf = fadd(1.f, -f);
-  tab[3] = fmul(v, fma3 ? fmaf(-s, omf, 1.f) : fadd(1.f, -fmul(s, omf)));
-  // sector_data of HSV2RGB_b: (b, g, r) = tab[...] per sector
+  const float t3 = fmul(v, fma3 ? fmaf(-s, omf, 1.f) : fadd(1.f, -fmul(s, omf)));
+  // sector_data of HSV2RGB_b: (b, g, r) = tab[...] per sector (selects, not an indexed local
+  // array: no stack frame on the device)
+  auto tab = [&](int i) { return i == 0 ? t0 : i == 1 ? t1 : i == 2 ? t2 : t3; };
   const int bi = sector == 0 || sector == 1 ? 1 : sector == 2 ? 3 : sector == 5 ? 2 : 0;
   const int gi = sector == 0 ? 3 : sector == 1 || sector == 2 ? 0 : sector == 3 ? 2 : 1;
   const int ri = sector == 0 || sector == 5 ? 0 : sector == 1 ? 2 : sector == 4 ? 3 : 1;
-  bgr[0] = hsv_to_u8(fmul(tab[bi], 255.0f), trunc);
-  bgr[1] = hsv_to_u8(fmul(tab[gi], 255.0f), trunc);
-  bgr[2] = hsv_to_u8(fmul(tab[ri], 255.0f), trunc);
+  bgr[0] = hsv_to_u8(fmul(tab(bi), 255.0f), trunc);
+  bgr[1] = hsv_to_u8(fmul(tab(gi), 255.0f), trunc);
+  bgr[2] = hsv_to_u8(fmul(tab(ri), 255.0f), trunc);
 }
 
 /// augment_hsv of one pixel at column `x` of a `w`-pixel row (the column picks OpenCV's rule).

@@ -11,6 +11,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -156,6 +157,9 @@ Tensor render(const Batch& b, Device dev, DType dt, const kernels::AugHsvModel& 
   return out.to(Device::cpu());
 }
 
+/// Bytes compared and bytes that differed (by 1) over the whole test, for the report.
+size_t g_compared = 0, g_differ = 0;
+
 /// Max |gpu - cpu| over a batch, with the count of differing bytes.
 void expect_close(const Batch& b, const std::vector<uint8_t>& got, const std::string& what) {
   const size_t per = 3 * static_cast<size_t>(b.h) * b.w;
@@ -169,6 +173,8 @@ void expect_close(const Batch& b, const std::vector<uint8_t>& got, const std::st
       diff += d != 0;
     }
     EXPECT_LE(worst, 1) << what << " sample " << s << ": " << diff << " bytes differ";
+    g_compared += per;
+    g_differ += diff;
   }
 }
 
@@ -221,9 +227,10 @@ TEST(AugmentCuda, MatchesCpuPathOnCoco128) {
       total += static_cast<int>(idx.size());
       const std::vector<uint8_t> gpu = render(b, Device::cuda(0), DType::U8, model).to_vector<uint8_t>();
       expect_close(b, gpu, "cuda u8");
+      // The CPU twin computes the same bytes.
+      EXPECT_EQ(render(b, Device::cpu(), DType::U8, model).to_vector<uint8_t>(), gpu);
       if (first == 0) {
-        // The CPU twin computes the same bytes; the float layouts are u8 / 255 (then rounded).
-        EXPECT_EQ(render(b, Device::cpu(), DType::U8, model).to_vector<uint8_t>(), gpu);
+        // The float layouts are u8 / 255 (then rounded to F16 / BF16).
         const std::vector<float> f32 = render(b, Device::cuda(0), DType::F32, model).to_vector<float>();
         const std::vector<float> f16 = render(b, Device::cuda(0), DType::F16, model).to(DType::F32).to_vector<float>();
         const std::vector<float> bf16 = render(b, Device::cuda(0), DType::BF16, model).to(DType::F32).to_vector<float>();
@@ -236,6 +243,8 @@ TEST(AugmentCuda, MatchesCpuPathOnCoco128) {
       }
     }
   }
+  std::printf("augment_warp vs CPU path: %d samples (%d non-mosaic, %d mixup), %zu of %zu bytes differ by 1\n",
+              total, nonmosaic, mixups, g_differ, g_compared);
   EXPECT_EQ(total, 100);
   EXPECT_GT(nonmosaic, 0);
   EXPECT_GT(mixups, 0);
@@ -276,12 +285,18 @@ TEST(AugmentCuda, LetterboxMatchesCpu) {
            kernels::AugLayout::HwcBgrU8, out.data_ptr());
       const std::vector<uint8_t> got = out.to(Device::cpu()).to_vector<uint8_t>();
       const size_t per = 320 * 320 * 3;
+      size_t differ = 0;
       for (size_t j = 0; j < expected.size(); ++j) {
         int worst = 0;
-        for (size_t i = 0; i < per; ++i)
-          worst = std::max(worst, std::abs(int(got[j * per + i]) - int(expected[j].data[i])));
+        for (size_t i = 0; i < per; ++i) {
+          const int d = std::abs(int(got[j * per + i]) - int(expected[j].data[i]));
+          worst = std::max(worst, d);
+          differ += d != 0;
+        }
         EXPECT_LE(worst, 1) << "scaleup " << scaleup << " image " << j << " on " << dev.str();
       }
+      std::printf("letterbox (scaleup %d) on %s vs io::letterbox: %zu of %zu bytes differ by 1\n", int(scaleup),
+                  dev.str().c_str(), differ, per * expected.size());
     }
   }
 }
