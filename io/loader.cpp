@@ -3,12 +3,15 @@
 #include "io/loader.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <numeric>
 
 #include <opencv2/core.hpp>
 
+#include "engine/backend.h"
 #include "engine/error.h"
 #include "engine/pinned_allocator.h"
+#include "io/augment_device.h"
 
 namespace io {
 
@@ -106,6 +109,8 @@ DataLoader::DataLoader(std::shared_ptr<const AugmentedDataset> ds, LoaderOptions
   per_rank_ = (ds_->size() + opts_.world_size - 1) / opts_.world_size;  // distributed_indices' length
   nb_ = opts_.drop_last ? per_rank_ / opts_.batch_size : (per_rank_ + opts_.batch_size - 1) / opts_.batch_size;
   if (opts_.pin_memory) pinned_ = engine::pinned_host_allocator();  // nullptr without a usable GPU
+  if (opts_.augment_device == LoaderOptions::AugmentDevice::Gpu)
+    Y9_CHECK(opts_.device.is_cuda(), "DataLoader: --augment-device gpu needs a CUDA device, got ", opts_.device.str());
 }
 
 DataLoader::~DataLoader() {
@@ -116,6 +121,13 @@ DataLoader::~DataLoader() {
   }
   work_cv_.notify_all();
   for (auto& w : workers_) w.join();
+  if (inflight_arena_.defined()) {  // the last upload must finish reading the host arena
+    try {
+      engine::backend(engine::DeviceType::CUDA).context(opts_.device).synchronize(inflight_done_);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "warning: DataLoader: waiting for the last upload failed: %s\n", e.what());
+    }
+  }
 }
 
 DataLoader::Order DataLoader::order_for(int epoch) const {
@@ -128,8 +140,161 @@ LoaderStats DataLoader::stats() const {
   return stats_;
 }
 
-std::optional<Batch> DataLoader::make_batch(const std::vector<int64_t>& order, int epoch, int64_t b,
-                                            uint64_t gen) const {
+// ---------------------------------------------------------------------------------------------
+// GPU augmentation: plans on the workers, pixels on the device
+
+// One upload per batch: the arena holds the AugSample records, the LetterboxSample records, the
+// decoded tiles and the letterbox output slots (written on the device), in this order.
+struct DataLoader::DeviceWork {
+  engine::Tensor arena;  ///< U8 host (pinned when available)
+  int64_t n = 0, n_lb = 0;
+  int64_t lb_records = 0;  ///< arena offset of the LetterboxSample records
+  int64_t lb_out = 0;      ///< arena offset of the letterbox outputs (lb_h x lb_w x 3 each)
+  int lb_h = 0, lb_w = 0;
+  int h = 0, w = 0;        ///< output image size
+};
+
+namespace {
+int64_t align64(int64_t v) { return (v + 63) / 64 * 64; }
+}  // namespace
+
+std::optional<DataLoader::Slot> DataLoader::make_plan_batch(const std::vector<int64_t>& order, int epoch, int64_t b,
+                                                            uint64_t gen) const {
+  const int64_t lo = b * opts_.batch_size, hi = std::min<int64_t>(lo + opts_.batch_size, order.size());
+  const int s = ds_->options().img_size;
+  const bool augment = ds_->options().augment;
+  std::vector<SamplePlan> plans;
+  std::vector<float> targets;
+  Slot slot;
+  slot.batch.indices.reserve(static_cast<size_t>(hi - lo));
+  for (int64_t i = lo; i < hi; ++i) {
+    if (stopping_.load(std::memory_order_relaxed) || generation_.load(std::memory_order_relaxed) != gen)
+      return std::nullopt;
+    PixelOps ops;
+    SamplePlan plan;
+    const Sample smp = ds_->get(order[i], epoch, &ops, &plan, /*pixels=*/false);
+    Y9_CHECK_SHAPE(plans.empty() || (plan.out_h == plans[0].out_h && plan.out_w == plans[0].out_w), "collate: sample ",
+                   i - lo, " is ", plan.out_w, "x", plan.out_h, ", batch is ", plans[0].out_w, "x", plans[0].out_h);
+    for (const auto& l : smp.labels) {
+      targets.push_back(static_cast<float>(i - lo));
+      targets.insert(targets.end(), l.begin(), l.end());
+    }
+    slot.batch.indices.push_back(smp.index);
+    slot.batch.paths.push_back(ds_->records()[order[i]].image_path);
+    plans.push_back(plan);
+  }
+  // Decode: every tile the warp reads (whole tiles; TODO(issue 12): the CPU path's region-limited
+  // decode of the warp's source ROI), then the non-mosaic images to letterbox.
+  std::vector<cv::Mat> decoded;
+  std::vector<std::array<std::array<int64_t, 4>, 2>> tile_at(plans.size());  // index into `decoded`
+  std::vector<int64_t> image_at(plans.size(), -1);
+  auto decode = [&](int64_t index) {
+    decoded.push_back(load_image(ds_->records()[index].image_path, s, augment).img);
+    return static_cast<int64_t>(decoded.size() - 1);
+  };
+  for (size_t j = 0; j < plans.size(); ++j) {
+    const SamplePlan& p = plans[j];
+    if (!p.mosaic) {
+      image_at[j] = decode(p.index);
+      const cv::Mat& im = decoded.back();
+      Y9_CHECK_T(engine::IoError, im.rows == p.img_h && im.cols == p.img_w, "image ",
+                 ds_->records()[p.index].image_path, " decodes to ", im.cols, "x", im.rows, " but was scanned as ",
+                 p.img_w, "x", p.img_h, " (file changed since the scan?)");
+      continue;
+    }
+    for (int m = 0; m < p.nmosaic; ++m)
+      for (int k = 0; k < 4; ++k) {
+        tile_at[j][m][k] = -1;
+        if (p.m[m].dst[k].empty()) continue;
+        tile_at[j][m][k] = decode(p.m[m].index[k]);
+        const cv::Mat& im = decoded.back();
+        Y9_CHECK_T(engine::IoError, im.rows == p.m[m].h[k] && im.cols == p.m[m].w[k], "image ",
+                   ds_->records()[p.m[m].index[k]].image_path, " decodes to ", im.cols, "x", im.rows,
+                   " but was scanned as ", p.m[m].w[k], "x", p.m[m].h[k], " (file changed since the scan?)");
+      }
+  }
+  auto work = std::make_shared<DeviceWork>();
+  work->h = plans.empty() ? 0 : plans[0].out_h;
+  work->w = plans.empty() ? 0 : plans[0].out_w;
+  int64_t n_lb = 0;
+  for (const SamplePlan& p : plans) n_lb += p.mosaic ? 0 : 1;
+  work->n = static_cast<int64_t>(plans.size());
+  work->n_lb = n_lb;
+  work->lb_records = align64(work->n * static_cast<int64_t>(sizeof(kernels::AugSample)));
+  std::vector<int64_t> offset(decoded.size());
+  int64_t bytes = align64(work->lb_records + n_lb * static_cast<int64_t>(sizeof(kernels::LetterboxSample)));
+  for (size_t d = 0; d < decoded.size(); ++d) {
+    offset[d] = bytes;
+    bytes += static_cast<int64_t>(decoded[d].total()) * 3;
+  }
+  for (size_t j = 0; j < plans.size(); ++j)
+    if (!plans[j].mosaic) {
+      work->lb_h = plans[j].lb_h;
+      work->lb_w = plans[j].lb_w;
+    }
+  work->lb_out = bytes;
+  bytes += n_lb * 3 * int64_t{work->lb_h} * work->lb_w;
+  work->arena = engine::empty_from_allocator(pinned_, {std::max<int64_t>(bytes, 1)}, engine::DType::U8);
+  uint8_t* base = work->arena.data<uint8_t>();
+  for (size_t d = 0; d < decoded.size(); ++d) {
+    const cv::Mat c = decoded[d].isContinuous() ? decoded[d] : decoded[d].clone();
+    std::copy(c.data, c.data + c.total() * 3, base + offset[d]);
+  }
+  auto step_of = [&](int64_t d) { return 3 * static_cast<int64_t>(decoded[static_cast<size_t>(d)].cols); };
+  int64_t lb_slot = 0;
+  auto* records = reinterpret_cast<kernels::AugSample*>(base);
+  auto* lb_records = reinterpret_cast<kernels::LetterboxSample*>(base + work->lb_records);
+  for (size_t j = 0; j < plans.size(); ++j) {
+    const SamplePlan& p = plans[j];
+    if (!p.mosaic) {
+      lb_records[lb_slot] = letterbox_sample(p, offset[image_at[j]], step_of(image_at[j]));
+      const int64_t step = 3 * int64_t{work->lb_w};
+      const kernels::AugWarp w0 = image_warp(p, work->lb_out + lb_slot++ * work->lb_h * step, step);
+      records[j] = aug_sample(p, w0);
+      continue;
+    }
+    std::array<kernels::AugWarp, 2> w{};
+    for (int m = 0; m < p.nmosaic; ++m) {
+      std::array<int64_t, 4> off{}, step{};
+      for (int k = 0; k < 4; ++k)
+        if (tile_at[j][m][k] >= 0) off[k] = offset[tile_at[j][m][k]], step[k] = step_of(tile_at[j][m][k]);
+      w[m] = mosaic_warp(p.m[m], off, step);
+    }
+    records[j] = aug_sample(p, w[0], p.nmosaic == 2 ? &w[1] : nullptr);
+  }
+  const int64_t nt = static_cast<int64_t>(targets.size() / 6);
+  slot.batch.targets = engine::empty_from_allocator(pinned_, {nt, 6}, engine::DType::F32);
+  std::copy(targets.begin(), targets.end(), slot.batch.targets.data<float>());
+  slot.work = std::move(work);
+  return slot;
+}
+
+void DataLoader::render_on_device(Slot& slot) const {
+  const DeviceWork& w = *slot.work;
+  const engine::Device dev = opts_.device;
+  auto& ctx = engine::backend(engine::DeviceType::CUDA).context(dev);
+  // The previous batch's host arena may go back to the pinned pool once its upload is done.
+  if (inflight_arena_.defined()) ctx.synchronize(inflight_done_);
+  inflight_arena_ = w.arena;
+  engine::Tensor arena = engine::upload_async(w.arena, dev, inflight_done_);
+  uint8_t* base = static_cast<uint8_t*>(arena.data_ptr());
+  if (w.n_lb > 0) {
+    auto k = engine::kernel(kernels::kLetterbox, engine::DType::U8, dev);
+    k.fn(k.ctx, engine::DType::U8, base, reinterpret_cast<const kernels::LetterboxSample*>(base + w.lb_records),
+         w.n_lb, w.lb_h, w.lb_w, kernels::AugLayout::HwcBgrU8, base + w.lb_out);
+  }
+  slot.batch.images = engine::Tensor::empty({w.n, 3, w.h, w.w}, engine::DType::U8, dev);
+  auto k = engine::kernel(kernels::kAugmentWarp, engine::DType::U8, dev);
+  k.fn(k.ctx, engine::DType::U8, base, reinterpret_cast<const kernels::AugSample*>(base), w.n, w.h, w.w,
+       aug_hsv_model(), kernels::AugLayout::ChwRgb, slot.batch.images.data_ptr());
+  // The device arena is freed here while the launches may still run: the caching allocator
+  // reuses its block only in the compute stream's order.
+  slot.work.reset();
+}
+
+std::optional<DataLoader::Slot> DataLoader::make_batch(const std::vector<int64_t>& order, int epoch, int64_t b,
+                                                       uint64_t gen) const {
+  if (opts_.augment_device == LoaderOptions::AugmentDevice::Gpu) return make_plan_batch(order, epoch, b, gen);
   const int64_t lo = b * opts_.batch_size, hi = std::min<int64_t>(lo + opts_.batch_size, order.size());
   BatchWriter w(hi - lo, pinned_);
   for (int64_t i = lo; i < hi; ++i) {
@@ -141,7 +306,9 @@ std::optional<Batch> DataLoader::make_batch(const std::vector<int64_t>& order, i
     const Sample s = ds_->get(order[i], epoch, &ops);
     w.add(s, ops, ds_->records()[order[i]].image_path);
   }
-  return w.finish();
+  Slot slot;
+  slot.batch = w.finish();
+  return slot;
 }
 
 bool DataLoader::can_claim_locked() const {
@@ -177,8 +344,8 @@ void DataLoader::worker_loop() {
     Slot slot;
     bool cancelled = false;
     try {
-      std::optional<Batch> batch = make_batch(*order, epoch, b, gen);
-      if (batch) slot.batch = std::move(*batch);
+      std::optional<Slot> made = make_batch(*order, epoch, b, gen);
+      if (made) slot = std::move(*made);
       else cancelled = true;
     } catch (...) {
       slot.error = std::current_exception();
@@ -244,7 +411,9 @@ bool DataLoader::next(Batch& out) {
       stats_.max_epoch_claimed = std::max(stats_.max_epoch_claimed, epoch_);
       const int epoch = epoch_;
       lk.unlock();
-      out = std::move(*make_batch(*order, epoch, b, gen));  // never cancelled: only we restart
+      Slot made = std::move(*make_batch(*order, epoch, b, gen));  // never cancelled: only we restart
+      if (made.work) render_on_device(made);
+      out = std::move(made.batch);
       return true;
     }
     const std::pair<int, int64_t> key{epoch_, next_to_give_};
@@ -258,6 +427,7 @@ bool DataLoader::next(Batch& out) {
   }
   work_cv_.notify_one();  // one more batch may be claimed
   if (slot.error) std::rethrow_exception(slot.error);
+  if (slot.work) render_on_device(slot);  // the consumer's thread launches: stream order with its step
   out = std::move(slot.batch);  // the previous batch in `out` is freed here, outside the lock
   return true;
 }

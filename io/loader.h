@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "engine/allocator.h"
+#include "engine/backend.h"
 #include "engine/tensor.h"
 #include "io/augment.h"
 #include "io/batch.h"
@@ -46,6 +47,17 @@ struct LoaderOptions {
   /// when a CUDA device is usable, for faster host->device copies (official PIN_MEMORY default
   /// True). Without a usable GPU: ordinary CPU memory, silently.
   bool pin_memory = true;
+  /// Where the per-pixel augmentation runs (--augment-device). Cpu: the workers render every
+  /// sample (AugmentedDataset::get + finish_to_planes) and Batch::images is a host tensor. Gpu:
+  /// the workers draw the same plans (get(..., pixels = false): the same labels), decode the
+  /// tiles into host (pinned) memory, and next() uploads them and renders the batch on `device`
+  /// with one letterbox launch (non-mosaic samples, if any) and one augment_warp launch
+  /// (kernels/common/augment.h): Batch::images is then a [B, 3, H, W] U8 RGB tensor on `device`
+  /// whose bytes equal the CPU path's (io/augment_device.h; within 1 grey level by contract,
+  /// bitwise on coco128 in tests/io/augment_cuda_test.cpp). Targets stay on the host.
+  enum class AugmentDevice { Cpu, Gpu };
+  AugmentDevice augment_device = AugmentDevice::Cpu;
+  engine::Device device = engine::Device::cpu();  ///< the CUDA device of AugmentDevice::Gpu
 };
 
 
@@ -120,15 +132,22 @@ class DataLoader {
 
  private:
   using Order = std::shared_ptr<const std::vector<int64_t>>;
+  /// A batch whose pixels are still to be rendered on the device (AugmentDevice::Gpu).
+  struct DeviceWork;
   struct Slot {  // one produced batch or its error
     Batch batch;
+    std::shared_ptr<DeviceWork> work;  ///< null on the CPU path
     std::exception_ptr error;
   };
   Order order_for(int epoch) const;
   bool may_produce(int epoch) const { return opts_.epochs <= 0 || epoch < opts_.epochs; }
   bool can_claim_locked() const;
   /// nullopt when cancelled (generation changed or stopping) between two samples.
-  std::optional<Batch> make_batch(const std::vector<int64_t>& order, int epoch, int64_t b, uint64_t gen) const;
+  std::optional<Slot> make_batch(const std::vector<int64_t>& order, int epoch, int64_t b, uint64_t gen) const;
+  /// The GPU path of make_batch: plans, labels and decoded tiles.
+  std::optional<Slot> make_plan_batch(const std::vector<int64_t>& order, int epoch, int64_t b, uint64_t gen) const;
+  /// Uploads slot.work and renders its images into slot.batch.images on opts_.device.
+  void render_on_device(Slot& slot) const;
   void restart_locked(int epoch, std::map<std::pair<int, int64_t>, Slot>& dropped);
   void worker_loop();
 
@@ -156,6 +175,9 @@ class DataLoader {
   std::atomic<uint64_t> generation_{0};  ///< bumped by every restart; stale work is dropped
   std::atomic<bool> stopping_{false};
   std::vector<std::thread> workers_;
+  // GPU augmentation (consumer thread only): the host arena of the last upload and its event.
+  mutable engine::Tensor inflight_arena_;
+  mutable engine::Event inflight_done_;
 };
 
 }  // namespace io

@@ -23,6 +23,7 @@
 #include "io/color.h"
 #include "io/data_yaml.h"
 #include "io/dataset.h"
+#include "io/loader.h"
 #include "tests/testutil.h"
 
 using engine::Device;
@@ -380,5 +381,52 @@ TEST(AugmentCuda, TinyAndElongatedImages) {
       for (size_t i = 0; i < mg.size(); ++i) worst = std::max(worst, std::abs(int(mg[i]) - int(ref[i])));
       EXPECT_LE(worst, 1) << src.rows << "x" << src.cols << " mosaic on " << dev.str();
     }
+  }
+}
+
+TEST(AugmentCuda, LoaderGpuAugmentationEqualsCpu) {
+  Y9_SKIP_WITHOUT_GPU();
+  const auto& recs = coco128();
+  if (recs.empty()) GTEST_SKIP() << "coco128 not found (set YOLOV9_COCO128)";
+  // DataLoader with --augment-device gpu: the same batches (images within 1 grey level, here
+  // bitwise; targets equal) as the CPU path, on the device; mosaic, mixup and non-mosaic samples.
+  std::vector<io::ImageRecord> sub(recs.begin(), recs.begin() + 24);
+  io::AugmentOptions o;
+  o.img_size = 160;
+  o.seed = 7;
+  o.hyp.mosaic = 0.7;
+  o.hyp.mixup = 0.4;
+  o.hyp.copy_paste = 0;
+  auto ds = std::make_shared<io::AugmentedDataset>(sub, o);
+  for (int workers : {0, 2}) {
+    io::LoaderOptions lo;
+    lo.batch_size = 4;
+    lo.seed = 3;
+    lo.workers = workers;
+    lo.epochs = 1;
+    io::DataLoader cpu(ds, lo);
+    lo.augment_device = io::LoaderOptions::AugmentDevice::Gpu;
+    lo.device = Device::cuda(0);
+    io::DataLoader gpu(ds, lo);
+    cpu.start_epoch(0);
+    gpu.start_epoch(0);
+    io::Batch a, b;
+    int batches = 0;
+    while (cpu.next(a)) {
+      ASSERT_TRUE(gpu.next(b));
+      EXPECT_TRUE(b.images.device().is_cuda());
+      EXPECT_EQ(b.images.shape(), a.images.shape());
+      const std::vector<uint8_t> ga = a.images.to_vector<uint8_t>(), gb = b.images.to(Device::cpu()).to_vector<uint8_t>();
+      ASSERT_EQ(ga.size(), gb.size());
+      int worst = 0;
+      for (size_t i = 0; i < ga.size(); ++i) worst = std::max(worst, std::abs(int(ga[i]) - int(gb[i])));
+      EXPECT_LE(worst, 1) << "batch " << batches << " workers " << workers;
+      EXPECT_EQ(a.targets.to_vector<float>(), b.targets.to_vector<float>());
+      EXPECT_EQ(a.indices, b.indices);
+      EXPECT_EQ(a.paths, b.paths);
+      ++batches;
+    }
+    EXPECT_FALSE(gpu.next(b));
+    EXPECT_EQ(batches, 6);
   }
 }
