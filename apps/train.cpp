@@ -75,6 +75,9 @@ void register_train(CLI::App& app) {
         sub.add_option("--workers", o.workers, "max dataloader workers")
             ->check(CLI::Range(int64_t{0}, int64_t{1024}))
             ->capture_default_str();
+        sub.add_option("--augment-device", o.augment_device,
+                       "where training augmentation runs: cpu or gpu (default: gpu when training on CUDA)")
+            ->check(CLI::IsMember({"cpu", "gpu"}));
         sub.add_option("--project", o.project, "save to project/name")->capture_default_str();
         sub.add_option("--name", o.name, "save to project/name ('cfg' = model YAML stem)")->capture_default_str();
         sub.add_flag("--exist-ok", o.exist_ok, "existing project/name ok, do not increment");

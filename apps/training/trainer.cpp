@@ -942,6 +942,16 @@ void Trainer::setup_loaders() {
   tl.shuffle = !o_.rect;
   tl.seed = static_cast<uint64_t>(o_.seed);
   tl.epochs = static_cast<int>(o_.epochs);  // workers prefetch across epochs, never past the last
+  // --augment-device: the pixels of a training batch rendered on the training device (the
+  // workers only plan and decode), GPU by default when training on CUDA.
+  const bool gpu_augment = o_.augment_device == "gpu" || (o_.augment_device.empty() && device_.is_cuda());
+  if (gpu_augment && !device_.is_cuda()) {
+    notice("--augment-device gpu", "needs training on a CUDA device; augmenting on the CPU");
+  } else if (gpu_augment) {
+    tl.augment_device = io::LoaderOptions::AugmentDevice::Gpu;
+    tl.device = device_;
+    if (main_) std::printf("augment: on %s (--augment-device gpu)\n", device_.str().c_str());
+  }
   train_loader_ = std::make_unique<io::DataLoader>(train_ds_, tl);
   if (have_val_ && (main_ || o_.val_distributed)) {
     io::AugmentOptions va = ta;
@@ -1396,7 +1406,7 @@ Trainer::EpochEnd Trainer::run_epoch(int64_t epoch) {
     }
     std::fflush(stdout);
     if (!o_.noplots && ni < 3 && main_)
-      io::plot_images(batch.images, batch.targets, names_,
+      io::plot_images(batch.images.to(engine::Device::cpu()), batch.targets, names_,
                       (save_dir_ / fmt("train_batch%lld.jpg", (long long)ni)).string(), Tensor(), batch.paths);
     // Every rank stops at the same step: a signal that reached some ranks stops all of them. The
     // decision is the agreed value, never a second read of g_signal: a signal landing on one rank
@@ -1455,7 +1465,8 @@ void Trainer::step(const io::Batch& batch, int64_t epoch, int64_t i, int64_t ni,
     auto& ctx = engine::backend(engine::DeviceType::CUDA).context(device_);
     if (inflight_batch_.images.defined()) ctx.synchronize(inflight_done_);
     inflight_batch_ = batch;
-    images = engine::upload_async(batch.images, device_, inflight_done_);
+    // --augment-device gpu: the loader rendered the batch on the device already.
+    if (!batch.images.device().is_cuda()) images = engine::upload_async(batch.images, device_, inflight_done_);
   }
   const Tensor x = to_unit_float(images);
   if (ni <= nw_) {

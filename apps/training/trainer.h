@@ -59,6 +59,10 @@ struct TrainOptions {
   std::string optimizer = "SGD";
   bool sync_bn = false;
   int64_t workers = 8;
+  /// --augment-device: where the per-pixel augmentation runs: "cpu" (loader workers), "gpu" (the
+  /// training CUDA device: io::LoaderOptions::AugmentDevice::Gpu) or "" = gpu when training on
+  /// CUDA, else cpu. The batches are the same either way (within 1 grey level by contract).
+  std::string augment_device;
   std::string project = "runs/train";
   std::string name = "exp";
   bool exist_ok = false, quad = false, cos_lr = false, flat_cos_lr = false, fixed_lr = false;

@@ -117,6 +117,10 @@ TEST(DeviceE2E, TrainValDetectOnCudaMatchTheCpu) {
   ASSERT_EQ(gpu.rc, 0) << gpu.out;
   EXPECT_NE(gpu.out.find("device: cuda:0"), std::string::npos) << gpu.out;
   EXPECT_EQ(cpu.out.find("device: cuda"), std::string::npos) << cpu.out;
+  // The CUDA run augments on the device (--augment-device gpu is the default there), so the loss
+  // items below also check that its batch equals the CPU loader's.
+  EXPECT_NE(gpu.out.find("augment: on cuda:0"), std::string::npos) << gpu.out;
+  EXPECT_EQ(cpu.out.find("augment: on"), std::string::npos) << cpu.out;
   EXPECT_EQ(gpu.out.find("AMP ("), std::string::npos) << gpu.out;
   EXPECT_NE(gpu.out.find("GPU_mem"), std::string::npos) << gpu.out;  // the official progress column
 
