@@ -331,11 +331,6 @@ void mixup_blend(cv::Mat& img, const cv::Mat& img2, double r) {
   }
 }
 
-namespace {
-
-// Canvas pixels that warpAffine(M, out_w x out_h, bilinear) can read: the inverse image of the
-// output pixel grid (an affine map, so its corners bound it) widened by 3 pixels for the 2x2
-// footprint and OpenCV's 1/32-pixel fixed-point rounding, clipped to the canvas.
 cv::Rect warp_source_roi(const cv::Matx33d& M, int in_w, int in_h, int out_w, int out_h) {
   cv::Matx23d A(M(0, 0), M(0, 1), M(0, 2), M(1, 0), M(1, 1), M(1, 2)), Ai;
   cv::invertAffineTransform(A, Ai);
@@ -353,7 +348,42 @@ cv::Rect warp_source_roi(const cv::Matx33d& M, int in_w, int in_h, int out_w, in
   const int ry1 = static_cast<int>(std::ceil(std::clamp(y1, -lim, lim))) + 4;
   return cv::Rect(rx0, ry0, rx1 - rx0, ry1 - ry0) & cv::Rect(0, 0, in_w, in_h);
 }
-}  // namespace
+
+void AugmentedDataset::decode_tile_region(int64_t index, int w, int h, const cv::Rect& bv, cv::Mat dst) const {
+  const ImageRecord& r = records_[index];
+  const int s = opts_.img_size;
+  // Unresized tiles (the usual case for 640 images): decode only the part the canvas uses.
+  thread_local cv::Mat rows;
+  const bool unresized = w == r.width && h == r.height;
+  bool got = false;
+  bool placed = false;  // decoded straight into the canvas
+  if (unresized) {
+    got = placed = read_jpeg_region_bgr(r.image_path, w, h, bv, dst);
+  } else if (opts_.augment || w > r.width) {
+    // Resized tile (official INTER_LINEAR here): bilinear output pixels read a 2x2 source
+    // neighbourhood (2x2 blocks on the exact-2x area shortcut), so decoding only the source
+    // rows/columns under bv plus a margin and resizing the whole buffer gives bitwise the
+    // same pixels inside bv; the undecoded rest of `src` only feeds pixels outside bv.
+    thread_local cv::Mat src;
+    const double fy = static_cast<double>(r.height) / h, fx = static_cast<double>(r.width) / w;
+    const int my = 4 + static_cast<int>(std::ceil(fy)), mx = 4 + static_cast<int>(std::ceil(fx));
+    const int sy0 = std::max(0, static_cast<int>(std::floor(bv.y * fy)) - my);
+    const int sy1 = std::min(r.height, static_cast<int>(std::ceil((bv.y + bv.height) * fy)) + my);
+    const int sx0 = std::max(0, static_cast<int>(std::floor(bv.x * fx)) - mx);
+    const int sx1 = std::min(r.width, static_cast<int>(std::ceil((bv.x + bv.width) * fx)) + mx);
+    if (read_jpeg_rows_bgr(r.image_path, r.width, r.height, sy0, sy1, sx0, sx1, src)) {
+      cv::resize(src, rows, cv::Size(w, h), 0, 0, cv::INTER_LINEAR);
+      got = true;
+    }
+  }
+  if (!got) {
+    rows = load_image(r.image_path, s, opts_.augment).img;
+    Y9_CHECK_T(engine::IoError, rows.rows == h && rows.cols == w, "image ", r.image_path, " decodes to ",
+               rows.cols, "x", rows.rows, " but was scanned as ", r.width, "x", r.height,
+               " (file changed since the scan?)");
+  }
+  if (!placed) rows(bv).copyTo(dst);
+}
 
 void AugmentedDataset::load_mosaic(int64_t index, Rng& rng, cv::Mat& img, PixelBoxes& boxes, MosaicPlan* plan,
                                    bool pixels) const {
@@ -457,39 +487,8 @@ void AugmentedDataset::load_mosaic(int64_t index, Rng& rng, cv::Mat& img, PixelB
     mosaic_rects(k, h, w, xc, yc, S, a, b);
     const cv::Rect av = a & roi;
     if (a.width > 0 && a.height > 0 && !av.empty()) {
-      const ImageRecord& r = records_[idx[k]];
       const cv::Rect bv(b.x + (av.x - a.x), b.y + (av.y - a.y), av.width, av.height);
-      // Unresized tiles (the usual case for 640 images): decode only the part the canvas uses.
-      thread_local cv::Mat rows;
-      const bool unresized = w == r.width && h == r.height;
-      bool got = false;
-      bool placed = false;  // decoded straight into the canvas
-      if (unresized) {
-        got = placed = read_jpeg_region_bgr(r.image_path, w, h, bv, canvas(av));
-      } else if (opts_.augment || w > r.width) {
-        // Resized tile (official INTER_LINEAR here): bilinear output pixels read a 2x2 source
-        // neighbourhood (2x2 blocks on the exact-2x area shortcut), so decoding only the source
-        // rows/columns under bv plus a margin and resizing the whole buffer gives bitwise the
-        // same pixels inside bv; the undecoded rest of `src` only feeds pixels outside bv.
-        thread_local cv::Mat src;
-        const double fy = static_cast<double>(r.height) / h, fx = static_cast<double>(r.width) / w;
-        const int my = 4 + static_cast<int>(std::ceil(fy)), mx = 4 + static_cast<int>(std::ceil(fx));
-        const int sy0 = std::max(0, static_cast<int>(std::floor(bv.y * fy)) - my);
-        const int sy1 = std::min(r.height, static_cast<int>(std::ceil((bv.y + bv.height) * fy)) + my);
-        const int sx0 = std::max(0, static_cast<int>(std::floor(bv.x * fx)) - mx);
-        const int sx1 = std::min(r.width, static_cast<int>(std::ceil((bv.x + bv.width) * fx)) + mx);
-        if (read_jpeg_rows_bgr(r.image_path, r.width, r.height, sy0, sy1, sx0, sx1, src)) {
-          cv::resize(src, rows, cv::Size(w, h), 0, 0, cv::INTER_LINEAR);
-          got = true;
-        }
-      }
-      if (!got) {
-        rows = load_image(r.image_path, s, opts_.augment).img;
-        Y9_CHECK_T(engine::IoError, rows.rows == h && rows.cols == w, "image ", r.image_path, " decodes to ",
-                   rows.cols, "x", rows.rows, " but was scanned as ", r.width, "x", r.height,
-                   " (file changed since the scan?)");
-      }
-      if (!placed) rows(bv).copyTo(canvas(av));
+      decode_tile_region(idx[k], w, h, bv, canvas(av));
     }
     const float padw = static_cast<float>(a.x - b.x), padh = static_cast<float>(a.y - b.y);
     for (const auto& l : records_[idx[k]].labels) {

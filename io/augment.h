@@ -103,6 +103,12 @@ void transform_boxes(PixelBoxes& boxes, const cv::Matx33d& M, double scale, bool
 bool box_candidate(const std::array<float, 4>& before, const std::array<float, 4>& after, double wh_thr = 2,
                    double ar_thr = 100, double area_thr = 0.1, double eps = 1e-16);
 
+/// Canvas pixels that warpAffine(M, out_w x out_h, bilinear) can read for an in_w x in_h canvas:
+/// the inverse image of the output pixel grid (an affine map, so its corners bound it) widened by
+/// 3 pixels for the 2x2 footprint and OpenCV's 1/32-pixel fixed-point rounding, clipped to the
+/// canvas. Affine maps only (M's last row is ignored).
+cv::Rect warp_source_roi(const cv::Matx33d& M, int in_w, int in_h, int out_w, int out_h);
+
 /// One mosaic tile: a resized image and its labels (normalised cx, cy, w, h with class).
 struct Tile {
   cv::Mat img;
@@ -201,6 +207,12 @@ class AugmentedDataset {
   /// deferred ops and plan are those of the full call (tile sizes come from the scanned records;
   /// an image without a scanned size is decoded to learn it). Throws as get().
   Sample get(int64_t index, int epoch, PixelOps* deferred, SamplePlan* plan, bool pixels = true) const;
+  /// Pixels `bv` (within the w x h load_image size, w x h from the scan) of image `index` resized
+  /// as load_image does, written into `dst` (bv.height x bv.width CV_8UC3, may be a view): the
+  /// mosaic fast path's region-limited decode (only the JPEG rows/columns under bv, bitwise equal
+  /// to cropping load_image), falling back to load_image. Throws engine::IoError when the image
+  /// cannot be read or no longer has its scanned size.
+  void decode_tile_region(int64_t index, int w, int h, const cv::Rect& bv, cv::Mat dst) const;
   /// Batch shape {h, w} of a rect batch (rect mode only), for sample `index`.
   std::array<int, 2> rect_shape(int64_t index) const;
   const RectBatches& rect() const { return rect_; }

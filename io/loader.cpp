@@ -183,8 +183,10 @@ std::optional<DataLoader::Slot> DataLoader::make_plan_batch(const std::vector<in
     slot.batch.paths.push_back(ds_->records()[order[i]].image_path);
     plans.push_back(plan);
   }
-  // Decode: every tile the warp reads (whole tiles; TODO(issue 12): the CPU path's region-limited
-  // decode of the warp's source ROI), then the non-mosaic images to letterbox.
+  // Decode what the warps read. Affine mosaics: as the CPU fast path, only the part of each tile
+  // inside the canvas region the warp can sample (warp_source_roi), region-limited JPEG decode;
+  // the plan's tile then becomes that part (canvas rectangle av, origin at av's corner).
+  // Perspective mosaics: whole tiles. Non-mosaic samples: the load_image output to letterbox.
   std::vector<cv::Mat> decoded;
   std::vector<std::array<std::array<int64_t, 4>, 2>> tile_at(plans.size());  // index into `decoded`
   std::vector<int64_t> image_at(plans.size(), -1);
@@ -194,6 +196,8 @@ std::optional<DataLoader::Slot> DataLoader::make_plan_batch(const std::vector<in
   };
   for (size_t j = 0; j < plans.size(); ++j) {
     const SamplePlan& p = plans[j];
+    if (stopping_.load(std::memory_order_relaxed) || generation_.load(std::memory_order_relaxed) != gen)
+      return std::nullopt;
     if (!p.mosaic) {
       image_at[j] = decode(p.index);
       const cv::Mat& im = decoded.back();
@@ -205,8 +209,24 @@ std::optional<DataLoader::Slot> DataLoader::make_plan_batch(const std::vector<in
     for (int m = 0; m < p.nmosaic; ++m)
       for (int k = 0; k < 4; ++k) {
         tile_at[j][m][k] = -1;
-        if (p.m[m].dst[k].empty()) continue;
-        tile_at[j][m][k] = decode(p.m[m].index[k]);
+        MosaicPlan& mp = plans[j].m[m];
+        if (mp.dst[k].empty()) continue;
+        if (!mp.perspective) {
+          const cv::Rect a = mp.dst[k], av = a & warp_source_roi(mp.M, mp.canvas, mp.canvas, s, s);
+          if (av.empty()) {
+            mp.dst[k] = cv::Rect();
+            continue;
+          }
+          const cv::Rect bv(av.x - mp.padw[k], av.y - mp.padh[k], av.width, av.height);
+          decoded.emplace_back(av.height, av.width, CV_8UC3);
+          ds_->decode_tile_region(mp.index[k], mp.w[k], mp.h[k], bv, decoded.back());
+          tile_at[j][m][k] = static_cast<int64_t>(decoded.size() - 1);
+          mp.dst[k] = av;
+          mp.h[k] = av.height, mp.w[k] = av.width;
+          mp.padw[k] = av.x, mp.padh[k] = av.y;
+          continue;
+        }
+        tile_at[j][m][k] = decode(mp.index[k]);
         const cv::Mat& im = decoded.back();
         Y9_CHECK_T(engine::IoError, im.rows == p.m[m].h[k] && im.cols == p.m[m].w[k], "image ",
                    ds_->records()[p.m[m].index[k]].image_path, " decodes to ", im.cols, "x", im.rows,
