@@ -1,5 +1,6 @@
 // Device augmentation (kernels/cuda/augment.cu, issue 12 item 1) against the CPU path on coco128 at
-// 320 px (label gpu; skips without a device, fails with Y9_REQUIRE_GPU=1; runs under the emulator):
+// 320 px (label gpu; skips without a device, fails with Y9_REQUIRE_GPU=1; runs under the emulator;
+// without the coco128 folder, e.g. in the GPU kit, on a synthetic dataset instead):
 // 100 seeded samples over three hyp sets (default; rotation + shear + mixup + flipud + non-mosaic
 // samples; perspective) rendered from the host plans by augment_warp (and letterbox for the
 // non-mosaic samples) match AugmentedDataset::get + io::finish_to_planes within 1 grey level, the
@@ -24,6 +25,8 @@
 #include "io/data_yaml.h"
 #include "io/dataset.h"
 #include "io/loader.h"
+#include "io/synth.h"
+#include "tests/io/tiny_dataset.h"
 #include "tests/testutil.h"
 
 using engine::Device;
@@ -32,11 +35,28 @@ using engine::Tensor;
 
 namespace {
 
+/// coco128's training records; where the folder is absent (the GPU kit carries no dataset), a
+/// synthetic dataset of 48 images of 400 px (io::write_synth_dataset) in a temporary folder that
+/// lives as long as the process.
 const std::vector<io::ImageRecord>& coco128() {
+  static tiny::TempDir synth_dir("augment_cuda_synth");
   static const std::vector<io::ImageRecord> recs = [] {
+    std::string yaml;
     const std::string dir = testutil::coco128_dir();
-    if (dir.empty()) return std::vector<io::ImageRecord>{};
-    auto cfg = io::load_data_yaml(dir + "/coco128.yaml");
+    if (!dir.empty()) {
+      yaml = dir + "/coco128.yaml";
+    } else {
+      io::SynthOptions so;
+      so.out_dir = synth_dir.str();
+      so.n_train = 48;
+      so.n_val = 0;
+      so.img_size = 400;
+      so.seed = 12;
+      io::write_synth_dataset(so);
+      yaml = so.out_dir + "/data.yaml";
+      std::printf("coco128 not found: a synthetic dataset of 48 images in %s\n", so.out_dir.c_str());
+    }
+    auto cfg = io::load_data_yaml(yaml);
     io::ScanOptions o;
     o.nc = cfg.nc;
     o.use_cache = false;
@@ -207,7 +227,7 @@ std::vector<HypSet> hyp_sets() {
 TEST(AugmentCuda, MatchesCpuPathOnCoco128) {
   Y9_SKIP_WITHOUT_GPU();
   const auto& recs = coco128();
-  if (recs.empty()) GTEST_SKIP() << "coco128 not found (set YOLOV9_COCO128)";
+  ASSERT_GE(recs.size(), 24u);
   const kernels::AugHsvModel model = io::aug_hsv_model();
   int total = 0, nonmosaic = 0, mixups = 0;
   for (const HypSet& hs : hyp_sets()) {
@@ -254,7 +274,7 @@ TEST(AugmentCuda, MatchesCpuPathOnCoco128) {
 TEST(AugmentCuda, LetterboxMatchesCpu) {
   Y9_SKIP_WITHOUT_GPU();
   const auto& recs = coco128();
-  if (recs.empty()) GTEST_SKIP() << "coco128 not found (set YOLOV9_COCO128)";
+  ASSERT_GE(recs.size(), 24u);
   // Validation letterbox (scaleup False) to 320 x 320 from the decoded image (resize: the general
   // INTER_LINEAR path and the exact-2x area shortcut), plus an up-scale (scaleup True).
   for (bool scaleup : {false, true}) {
@@ -387,7 +407,7 @@ TEST(AugmentCuda, TinyAndElongatedImages) {
 TEST(AugmentCuda, LoaderGpuAugmentationEqualsCpu) {
   Y9_SKIP_WITHOUT_GPU();
   const auto& recs = coco128();
-  if (recs.empty()) GTEST_SKIP() << "coco128 not found (set YOLOV9_COCO128)";
+  ASSERT_GE(recs.size(), 24u);
   // DataLoader with --augment-device gpu: the same batches (images within 1 grey level, here
   // bitwise; targets equal) as the CPU path, on the device; mosaic, mixup and non-mosaic samples.
   // 160 px: resized tiles (row-limited decode + resize); 640 px (first batch only): the
