@@ -410,7 +410,9 @@ void AugmentedDataset::load_mosaic(int64_t index, Rng& rng, cv::Mat& img, PixelB
       break;
     }
     const double ratio = static_cast<double>(s) / std::max(r.width, r.height);
-    sizes[k] = ratio != 1.0 ? cv::Size(static_cast<int>(r.width * ratio), static_cast<int>(r.height * ratio))
+    // load_image's size, at least 1 px a side (a 10000x50 image at 64 px would be 0 px wide)
+    sizes[k] = ratio != 1.0 ? cv::Size(std::max(1, static_cast<int>(r.width * ratio)),
+                                       std::max(1, static_cast<int>(r.height * ratio)))
                             : cv::Size(r.width, r.height);
   }
   if (plan) {

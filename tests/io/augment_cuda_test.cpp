@@ -9,6 +9,7 @@
 // 10000x50 images pass through letterbox and mosaic.
 #include <gtest/gtest.h>
 
+#include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
 #include <algorithm>
@@ -453,5 +454,40 @@ TEST(AugmentCuda, LoaderGpuAugmentationEqualsCpu) {
     if (img_size == 640) continue;
     EXPECT_FALSE(gpu.next(b));
     EXPECT_EQ(batches, 6);
+  }
+}
+
+TEST(AugmentCuda, DegenerateImagesThroughTheDatasetPath) {
+  Y9_SKIP_WITHOUT_GPU();
+  // 1x1, 10000x50 and 50x10000 JPEGs (with a box each) in a dataset at 64 px: mosaic (with mixup)
+  // and non-mosaic samples planned, rendered on the device and compared with the CPU path.
+  tiny::TempDir d("augment_cuda_degenerate");
+  std::vector<io::ImageRecord> recs;
+  const int sizes[][2] = {{1, 1}, {10000, 50}, {50, 10000}, {480, 640}};
+  cv::RNG rng(5);
+  for (int i = 0; i < 4; ++i) {
+    cv::Mat im(sizes[i][0], sizes[i][1], CV_8UC3);
+    rng.fill(im, cv::RNG::UNIFORM, 0, 256);
+    io::ImageRecord r;
+    r.image_path = (d.path / ("im" + std::to_string(i) + ".jpg")).string();
+    ASSERT_TRUE(cv::imwrite(r.image_path, im));
+    r.height = sizes[i][0], r.width = sizes[i][1];
+    r.labels.push_back({static_cast<float>(i), 0.5f, 0.5f, 0.4f, 0.3f});
+    recs.push_back(r);
+  }
+  io::AugmentOptions o;
+  o.img_size = 64;
+  o.seed = 9;
+  o.hyp.mosaic = 0.6;
+  o.hyp.mixup = 0.5;
+  o.hyp.copy_paste = 0;
+  io::AugmentedDataset ds(recs, o);
+  const kernels::AugHsvModel model = io::aug_hsv_model();
+  for (int epoch = 0; epoch < 4; ++epoch) {
+    SCOPED_TRACE("epoch " + std::to_string(epoch));
+    const Batch b = plan_batch(ds, {0, 1, 2, 3}, epoch);
+    const std::vector<uint8_t> gpu = render(b, Device::cuda(0), DType::U8, model).to_vector<uint8_t>();
+    expect_close(b, gpu, "degenerate");
+    EXPECT_EQ(render(b, Device::cpu(), DType::U8, model).to_vector<uint8_t>(), gpu);
   }
 }
