@@ -10,6 +10,7 @@
 #endif
 
 #include <algorithm>
+#include <cctype>
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -158,7 +159,14 @@ class DetectRun {
       return;
     }
     if (save_img_) {
-      const std::string out = (dir_ / p.filename()).string();
+      std::string out = (dir_ / p.filename()).string();
+#ifdef Y9_NO_OPENCV_CODECS
+      // This build writes JPEG and PNG only: another extension (.tif, .webp, .bmp, .mpo...) is saved
+      // as <stem>.jpg rather than failing the run.
+      std::string ext = p.extension().string();
+      std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+      if (ext != ".jpg" && ext != ".jpeg" && ext != ".png") out = (dir_ / (p.stem().string() + ".jpg")).string();
+#endif
       io::write_image_bgr(out, im0);
       sum_.outputs.push_back(out);
     }

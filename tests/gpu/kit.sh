@@ -4,6 +4,7 @@
 #   bin/    yolov9 (train, val, detect, info; OpenCV core/imgproc only, no video, no ONNX export), the
 #           gpu tests (*_cuda_test), the CUDA benchmarks
 #   configs/  the shipped model and hyp YAMLs (yolov9 finds them at bin/../configs, the tests too)
+#   reference/, coco128/  the official fixtures and 8 coco128 images the gpu tests compare with
 #   lib/    the Debian libraries they need (oneDNN, OpenBLAS, libgomp, yaml-cpp, libjpeg, libpng, OpenCV
 #           core/imgproc, OpenMPI's libmpi...),
 #           found through the binaries' DT_RPATH $ORIGIN/../lib; no CUDA library (libcudart, libcublas*,
@@ -14,6 +15,7 @@
 #        KIT_CUDA_ARCHS (default "80-real;90": sm_80 and sm_90 SASS plus compute_90 PTX),
 #        KIT_MAX_MIB (size limit of the tarball, default 48).
 set -euo pipefail
+command -v patchelf > /dev/null || { echo "kit.sh: needs patchelf (apt-get install patchelf)"; exit 1; }
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 OUT="${1:?usage: tests/gpu/kit.sh OUT_DIR}"
 BUILD="${KIT_BUILD:-$ROOT/build-kit}"
@@ -55,6 +57,37 @@ for b in "$STAGE"/bin/*; do
   done
 done
 chmod 644 "$STAGE"/lib/*
+# RPATHs: the binaries look in ../lib only (not in this machine's openblas/cuda/openmpi folders that
+# the linker recorded), and every bundled library in its own folder: Debian's libmpi and
+# libopen-rte carry RUNPATH=/usr/lib/x86_64-linux-gnu/openmpi/lib, which would otherwise load
+# their dependencies from the system (or fail on the bare machine). DT_RPATH (--force-rpath), not
+# DT_RUNPATH, so that it also applies to the dependencies' dependencies.
+for b in "$STAGE"/bin/*; do patchelf --force-rpath --set-rpath '$ORIGIN/../lib' "$b"; done
+for l in "$STAGE"/lib/*; do patchelf --force-rpath --set-rpath '$ORIGIN' "$l"; done
+
+# Test data that the gpu tests read and the device machine lacks (../shared does not travel there):
+# the official fixtures the CUDA fixture tests compare with (loss_*, model_*, step_*, nms*; run.sh
+# sets YOLOV9_REFERENCE) and the first 8 coco128 images with their labels (device_e2e_cuda_test's
+# val/detect comparison; YOLOV9_COCO128). Build artefacts only: nothing of them is committed.
+REF="${YOLOV9_REFERENCE:-$ROOT/../shared/reference}"
+COCO="${YOLOV9_COCO128:-$ROOT/../shared/data/coco128}"
+if [ -d "$REF" ]; then
+  mkdir -p "$STAGE/reference"
+  cp "$REF"/loss_* "$REF"/model_* "$REF"/step_* "$REF"/nms* "$STAGE/reference/"
+else
+  echo "kit.sh: WARNING: no fixtures at $REF: fixtures_cuda_test, optim_step_ref_cuda_test and nms_cuda_test will skip (a failure on the device)"
+fi
+if [ -d "$COCO/images/train2017" ]; then
+  mkdir -p "$STAGE/coco128/images/train2017" "$STAGE/coco128/labels/train2017"
+  cp "$COCO/coco128.yaml" "$STAGE/coco128/"
+  for im in $(ls "$COCO/images/train2017" | sort | head -8); do
+    cp "$COCO/images/train2017/$im" "$STAGE/coco128/images/train2017/"
+    lab="$COCO/labels/train2017/${im%.*}.txt"
+    [ -f "$lab" ] && cp "$lab" "$STAGE/coco128/labels/train2017/"
+  done
+else
+  echo "kit.sh: WARNING: no coco128 at $COCO: device_e2e_cuda_test's coco128 case will skip (a failure on the device)"
+fi
 
 cp -r "$ROOT/configs" "$STAGE/configs"
 install -m 755 "$ROOT/tests/gpu/kit_run.sh" "$STAGE/run.sh"
