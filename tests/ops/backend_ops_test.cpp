@@ -9,6 +9,8 @@
 // fails when a registered entry has no row, so a new kernel needs a row here (and nothing else:
 // new backends and dtypes plug in without new test code).
 #include <gtest/gtest.h>
+#include <opencv2/imgproc.hpp>
+#include <cstring>
 
 #include <cmath>
 #include <cstdio>
@@ -25,6 +27,7 @@
 #include "engine/layout.h"
 #include "engine/rng.h"
 #include "kernels/common/amp.h"
+#include "kernels/common/augment.h"
 #include "kernels/common/box_loss.h"
 #include "kernels/common/comm.h"
 #include "kernels/common/nms.h"
@@ -582,6 +585,87 @@ std::vector<Row> rows() {
                    all.insert(all.end(), rows.begin(), rows.end());
                  }
                  return Tensor::from_vector<float>(all, {static_cast<int64_t>(all.size()) / 8, 8}).to(DType::F64);
+               }});
+  // Device augmentation (kernels/common/augment.h: uint8 BGR tiles in, RGB planes out as
+  // float(u8) / 255 in F32/F16/BF16; no F64): one 7 x 9 image, letterboxed to 8 x 12 (resized to
+  // 5 x 6 at (3, 1)) and warped (an affine scale and shift with a 12 x 10 canvas around it), against
+  // OpenCV itself (cv::resize INTER_LINEAR + 114 border; cv::warpAffine INTER_LINEAR, border 114).
+  // The input tensor only carries the swept device and dtype; the pixels are fixed bytes.
+  struct AugImage {
+    std::vector<uint8_t> bgr;  // 7 x 9 x 3
+    AugImage() {
+      for (int i = 0; i < 7 * 9 * 3; ++i) bgr.push_back(static_cast<uint8_t>((i * 73 + 19) % 256));
+    }
+  };
+  static const AugImage aug_image;
+  auto planes = [](const cv::Mat& bgr) {  // HWC BGR uint8 -> [1, 3, H, W] RGB / 255 (F64)
+    std::vector<double> v(static_cast<size_t>(3 * bgr.rows * bgr.cols));
+    for (int c = 0; c < 3; ++c)
+      for (int y = 0; y < bgr.rows; ++y)
+        for (int x = 0; x < bgr.cols; ++x)
+          v[static_cast<size_t>((c * bgr.rows + y) * bgr.cols + x)] =
+              static_cast<double>(static_cast<float>(bgr.at<cv::Vec3b>(y, x)[2 - c]) / 255.0f);
+    return Tensor::from_vector<double>(v, {1, 3, bgr.rows, bgr.cols});
+  };
+  auto bytes_on = [](const void* p, size_t n, Device d) {
+    std::vector<uint8_t> v(n);
+    std::memcpy(v.data(), p, n);
+    return Tensor::from_vector(v, {static_cast<int64_t>(n)}, d);
+  };
+  const double aug_fwd[6] = {0.9, 0.1, 1.5, -0.05, 1.1, 0.5};  // output <- canvas (2 x 3)
+  r.push_back({"letterbox (device augmentation)", {"letterbox"},
+               [=] { return std::vector<Input>{Input{rnd({1}, 1), true, false}}; },
+               [=](const Inputs& x) {
+                 const Device dev = x[0].device();
+                 const DType dt = x[0].dtype();
+                 kernels::LetterboxSample l{0, 27, 7, 9, 6, 5, 1, 3};  // nw 6, nh 5, top 1, left 3
+                 Tensor arena = bytes_on(aug_image.bgr.data(), aug_image.bgr.size(), dev);
+                 Tensor prm = bytes_on(&l, sizeof l, dev);
+                 Tensor out = Tensor::empty({1, 3, 8, 12}, dt, dev);
+                 auto k = engine::kernel(kernels::kLetterbox, dt, dev);
+                 k.fn(k.ctx, dt, static_cast<const uint8_t*>(arena.data_ptr()),
+                      static_cast<const kernels::LetterboxSample*>(prm.data_ptr()), 1, 8, 12, kernels::AugLayout::ChwRgb,
+                      out.data_ptr());
+                 return out;
+               },
+               GradMode::None,
+               [=](const Inputs&) {
+                 cv::Mat src(7, 9, CV_8UC3, const_cast<uint8_t*>(aug_image.bgr.data())), rs, dst;
+                 cv::resize(src, rs, cv::Size(6, 5), 0, 0, cv::INTER_LINEAR);
+                 cv::copyMakeBorder(rs, dst, 1, 8 - 5 - 1, 3, 12 - 6 - 3, cv::BORDER_CONSTANT, cv::Scalar(114, 114, 114));
+                 return planes(dst);
+               }});
+  r.push_back({"augment_warp (device augmentation)", {"augment_warp"},
+               [=] { return std::vector<Input>{Input{rnd({1}, 2), true, false}}; },
+               [=](const Inputs& x) {
+                 const Device dev = x[0].device();
+                 const DType dt = x[0].dtype();
+                 kernels::AugSample a{};
+                 kernels::AugWarp& w = a.warp[0];
+                 w.ntiles = 1;
+                 w.tile[0] = kernels::AugTile{0, 27, 7, 9, 2, 1, 9, 7, 2, 1};  // the image at (2, 1) of the canvas
+                 w.src_w = 12, w.src_h = 10;
+                 kernels::invert_affine_like_opencv(aug_fwd, w.inv);
+                 w.inv[6] = 0, w.inv[7] = 0, w.inv[8] = 1;
+                 a.nwarp = 1;
+                 Tensor arena = bytes_on(aug_image.bgr.data(), aug_image.bgr.size(), dev);
+                 Tensor prm = bytes_on(&a, sizeof a, dev);
+                 Tensor out = Tensor::empty({1, 3, 11, 13}, dt, dev);
+                 auto k = engine::kernel(kernels::kAugmentWarp, dt, dev);
+                 k.fn(k.ctx, dt, static_cast<const uint8_t*>(arena.data_ptr()),
+                      static_cast<const kernels::AugSample*>(prm.data_ptr()), 1, 11, 13, kernels::AugHsvModel{},
+                      kernels::AugLayout::ChwRgb, out.data_ptr());
+                 return out;
+               },
+               GradMode::None,
+               [=](const Inputs&) {
+                 cv::Mat src(7, 9, CV_8UC3, const_cast<uint8_t*>(aug_image.bgr.data())), dst;
+                 cv::Mat canvas(10, 12, CV_8UC3, cv::Scalar(114, 114, 114));
+                 src.copyTo(canvas(cv::Rect(2, 1, 9, 7)));
+                 cv::Mat M = (cv::Mat_<double>(2, 3) << aug_fwd[0], aug_fwd[1], aug_fwd[2], aug_fwd[3], aug_fwd[4], aug_fwd[5]);
+                 cv::warpAffine(canvas, dst, M, cv::Size(13, 11), cv::INTER_LINEAR, cv::BORDER_CONSTANT,
+                                cv::Scalar(114, 114, 114));
+                 return planes(dst);
                }});
   return r;
 }
