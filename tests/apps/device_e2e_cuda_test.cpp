@@ -345,4 +345,59 @@ TEST(DeviceE2E, ValDetectCoco128SameBoxesOnCudaAndCpu) {
   if (!::testing::Test::HasFailure()) fs::remove_all(root);
 }
 
+// Issue 12, bad input: a corrupt and a zero-byte JPEG among the training images of a run that
+// augments on the device (--augment-device gpu, the default on CUDA) get the same warnings naming
+// the files as on the CPU path (the scan drops them), and the run trains on the other images
+// with full batches, on both devices alike.
+TEST(DeviceE2E, CorruptImagesInAGpuAugmentedRunWarnAndAreDroppedAsOnTheCpu) {
+  Y9_SKIP_WITHOUT_GPU();
+  const fs::path root = fs::temp_directory_path() / ("y9_device_e2e_bad_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  io::SynthOptions so;
+  so.out_dir = (root / "data").string();
+  so.n_train = 4;
+  so.n_val = 2;
+  so.img_size = 64;
+  so.seed = 5;
+  io::write_synth_dataset(so);
+  const fs::path train_dir = root / "data" / "images" / "train";
+  fs::path first;
+  for (const auto& e : fs::directory_iterator(train_dir))
+    if (first.empty() || e.path() < first) first = e.path();
+  ASSERT_FALSE(first.empty());
+  {  // a JPEG cut in the middle of its entropy-coded data, and an empty one
+    std::ifstream in(first, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::ofstream(train_dir / "zz_corrupt.jpg", std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+    std::ofstream(train_dir / "zz_empty.jpg", std::ios::binary);
+  }
+  const std::string data = (root / "data" / "data.yaml").string();
+  std::string outs[2];
+  int k = 0;
+  for (const std::string device : {"cpu", "0"}) {
+    const e2e::RunResult r = run("train --cfg " + testutil::source_file("configs/models/gelan-t.yaml") + " --data " +
+                                 data + " --img 64 --batch 2 --epochs 1 --workers 0 --seed 0 --noplots --no-amp "
+                                 "--device " + device + " --project " + (root / "runs").string() + " --name d" +
+                                 device + " --exist-ok");
+    ASSERT_EQ(r.rc, 0) << r.out;
+    for (const char* f : {"zz_corrupt.jpg", "zz_empty.jpg"}) {
+      const size_t at = r.out.find(std::string(f) + ": ");
+      ASSERT_NE(at, std::string::npos) << device << ": no warning naming " << f << "\n" << r.out;
+      EXPECT_NE(r.out.rfind("WARNING", at), std::string::npos) << r.out;
+    }
+    EXPECT_NE(r.out.find("(2 batches/epoch"), std::string::npos) << device << ": the 4 good images in full batches\n"
+                                                                   << r.out;
+    if (device == "0") EXPECT_NE(r.out.find("augment: on cuda:0"), std::string::npos) << r.out;
+    // The scan's warning lines, as printed (the same on both devices).
+    std::string w;
+    std::istringstream ls(r.out);
+    for (std::string line; std::getline(ls, line);)
+      if (line.find("zz_") != std::string::npos && line.find("WARNING") != std::string::npos) w += line + "\n";
+    outs[k++] = w;
+  }
+  EXPECT_FALSE(outs[0].empty());
+  EXPECT_EQ(outs[0], outs[1]);
+  if (!::testing::Test::HasFailure()) fs::remove_all(root);
+}
+
 }  // namespace
