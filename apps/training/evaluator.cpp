@@ -284,6 +284,13 @@ class ValidationRun {
     lo.workers = std::max(0, std::min({hw, opts_.batch_size > 1 ? opts_.batch_size : 0, opts_.workers}));
     lo.shuffle = false;
     lo.epochs = 1;  // only epoch 0 is read: no prefetch into an epoch 1
+    if (opts_.device.is_cuda()) {
+      // Letterbox (rect batches) on the device: the workers decode into pinned memory and the
+      // loader renders each batch with one letterbox launch (kernels/common/augment.h), the
+      // bytes the CPU path would produce; Batch::images is then a U8 tensor on the device.
+      lo.augment_device = io::LoaderOptions::AugmentDevice::Gpu;
+      lo.device = opts_.device;
+    }
     io::DataLoader loader(ds_, lo);
     loader.start_epoch(0);
     io::Batch batch;
