@@ -17,6 +17,7 @@
 #endif
 
 #include "engine/error.h"
+#include "kernels/common/augment.h"
 
 // ---------------------------------------------------------------------------------------------
 // The model of OpenCV 4.6 (modules/imgproc/src/imgwarp.cpp), checked against the library by
@@ -287,27 +288,13 @@ bool cpu_has_avx2() {
 }
 
 bool invert_affine_axis_aligned(const double fwd[6], double inv[6]) {
-  double* M = inv;
-  for (int i = 0; i < 6; ++i) {
-    M[i] = fwd[i];
-    if (!std::isfinite(M[i])) return false;
-  }
-  if (M[1] != 0 || M[3] != 0) return false;
-  double D = M[0] * M[4] - M[1] * M[3];
-  if (D == 0) return false;
-  D = 1. / D;
-  const double A11 = M[4] * D, A22 = M[0] * D;
-  M[0] = A11;
-  M[1] *= -D;
-  M[3] *= -D;
-  M[4] = A22;
-  const double b1 = -M[0] * M[2] - M[1] * M[5];
-  const double b2 = -M[3] * M[2] - M[4] * M[5];
-  M[2] = b1;
-  M[5] = b2;
   for (int i = 0; i < 6; ++i)
-    if (!std::isfinite(M[i])) return false;
-  return M[1] == 0 && M[3] == 0;
+    if (!std::isfinite(fwd[i])) return false;
+  if (fwd[1] != 0 || fwd[3] != 0 || fwd[0] * fwd[4] == 0) return false;
+  kernels::invert_affine_like_opencv(fwd, inv);  // cv::warpAffine's inversion, operation by operation
+  for (int i = 0; i < 6; ++i)
+    if (!std::isfinite(inv[i])) return false;
+  return inv[1] == 0 && inv[3] == 0;
 }
 
 void warp_affine_axis_aligned_u8c3(const uint8_t* src, int src_h, int src_w, int64_t src_step, uint8_t* dst,
