@@ -99,6 +99,17 @@ double Rng::beta(double a, double b) {
 // ---------------------------------------------------------------------------------------------
 // Resize, letterbox, rect
 
+namespace {
+// load_image's output size for a w0 x h0 image: int(w0 * r) x int(h0 * r) with r = img_size /
+// max(h0, w0) (int() as officially, but at least 1 px: a 10000x50 image at 64 px would be 0 px
+// high), the image itself when r == 1.
+cv::Size load_image_size(int w0, int h0, int img_size) {
+  const double r = static_cast<double>(img_size) / std::max(h0, w0);
+  if (r == 1.0) return {w0, h0};
+  return {std::max(1, static_cast<int>(w0 * r)), std::max(1, static_cast<int>(h0 * r))};
+}
+}  // namespace
+
 LoadedImage load_image(const std::string& path, int img_size, bool augment) {
   LoadedImage li;
   cv::Mat im = read_image_bgr(path);
@@ -107,9 +118,7 @@ LoadedImage load_image(const std::string& path, int img_size, bool augment) {
   const double r = static_cast<double>(img_size) / std::max(li.h0, li.w0);
   if (r != 1.0) {
     const int interp = (augment || r > 1) ? cv::INTER_LINEAR : cv::INTER_AREA;
-    // int() as officially, but at least 1 px: a 10000x50 image at 64 px would be 0 px high.
-    cv::resize(im, li.img, cv::Size(std::max(1, static_cast<int>(li.w0 * r)), std::max(1, static_cast<int>(li.h0 * r))),
-               0, 0, interp);
+    cv::resize(im, li.img, load_image_size(li.w0, li.h0, img_size), 0, 0, interp);
   } else {
     li.img = im;
   }
@@ -409,11 +418,7 @@ void AugmentedDataset::load_mosaic(int64_t index, Rng& rng, cv::Mat& img, PixelB
       sizes_known = false;
       break;
     }
-    const double ratio = static_cast<double>(s) / std::max(r.width, r.height);
-    // load_image's size, at least 1 px a side (a 10000x50 image at 64 px would be 0 px wide)
-    sizes[k] = ratio != 1.0 ? cv::Size(std::max(1, static_cast<int>(r.width * ratio)),
-                                       std::max(1, static_cast<int>(r.height * ratio)))
-                            : cv::Size(r.width, r.height);
+    sizes[k] = load_image_size(r.width, r.height, s);
   }
   if (plan) {
     plan->index = idx;
@@ -439,9 +444,9 @@ void AugmentedDataset::load_mosaic(int64_t index, Rng& rng, cv::Mat& img, PixelB
       const ImageRecord& r = records_[idx[k]];
       int h, w;
       if (r.width > 0 && r.height > 0) {
-        const double ratio = static_cast<double>(s) / std::max(r.width, r.height);
-        w = ratio != 1.0 ? std::max(1, static_cast<int>(r.width * ratio)) : r.width;
-        h = ratio != 1.0 ? std::max(1, static_cast<int>(r.height * ratio)) : r.height;
+        const cv::Size sz = load_image_size(r.width, r.height, s);
+        w = sz.width;
+        h = sz.height;
       } else {
         const cv::Mat im = load_image(r.image_path, s, opts_.augment).img;
         h = im.rows;
@@ -546,54 +551,52 @@ Sample AugmentedDataset::get(int64_t index, int epoch, PixelOps* deferred, Sampl
     }
   } else {
     const ImageRecord& r = records_[index];
+    // The letterbox geometry needs only load_image's output size: from the decode, or (boxes only,
+    // the GPU path) from the scan, so that no pixel is touched here.
     LoadedImage li;
+    cv::Size sz;
     if (pixels || r.width <= 0 || r.height <= 0) {
       li = load_image(r.image_path, opts_.img_size, opts_.augment);
+      sz = li.img.size();
     } else {
-      // Boxes only: a blank image of load_image's size stands in for the decode (the letterbox
-      // geometry depends on the size alone). TODO(issue 12): a geometry-only letterbox.
       li.h0 = r.height;
       li.w0 = r.width;
-      const double ratio = static_cast<double>(opts_.img_size) / std::max(r.width, r.height);
-      const int w = ratio != 1.0 ? std::max(1, static_cast<int>(r.width * ratio)) : r.width;
-      const int h = ratio != 1.0 ? std::max(1, static_cast<int>(r.height * ratio)) : r.height;
-      li.img = cv::Mat(h, w, CV_8UC1, cv::Scalar(0));
+      sz = load_image_size(r.width, r.height, opts_.img_size);
     }
     std::array<int, 2> shape = opts_.rect ? rect_shape(index) : std::array<int, 2>{opts_.img_size, opts_.img_size};
-    LetterboxResult lb = letterbox(li.img, shape[0], shape[1], false, false, opts_.augment);
-    pl.img_h = li.img.rows;
-    pl.img_w = li.img.cols;
-    pl.lb_h = lb.img.rows;
-    pl.lb_w = lb.img.cols;
-    pl.top = static_cast<int>(std::nearbyint(lb.dh - 0.1));
-    pl.left = static_cast<int>(std::nearbyint(lb.dw - 0.1));
-    pl.nh = pl.lb_h - pl.top - static_cast<int>(std::nearbyint(lb.dh + 0.1));
-    pl.nw = pl.lb_w - pl.left - static_cast<int>(std::nearbyint(lb.dw + 0.1));
+    const LetterboxGeometry lb = letterbox_geometry(sz.height, sz.width, shape[0], shape[1], false, false, opts_.augment);
+    if (pixels) img = letterbox(li.img, shape[0], shape[1], false, false, opts_.augment).img;
+    pl.img_h = sz.height;
+    pl.img_w = sz.width;
+    pl.lb_h = lb.out_h;
+    pl.lb_w = lb.out_w;
+    pl.top = lb.top;
+    pl.left = lb.left;
+    pl.nh = lb.nh;
+    pl.nw = lb.nw;
     out.h0 = li.h0;
     out.w0 = li.w0;
-    out.ratio_h = static_cast<double>(li.img.rows) / li.h0;
-    out.ratio_w = static_cast<double>(li.img.cols) / li.w0;
+    out.ratio_h = static_cast<double>(sz.height) / li.h0;
+    out.ratio_w = static_cast<double>(sz.width) / li.w0;
     out.dw = lb.dw;
     out.dh = lb.dh;
-    const double w = lb.ratio_w * li.img.cols, h = lb.ratio_h * li.img.rows;
+    const double w = lb.ratio_w * sz.width, h = lb.ratio_h * sz.height;
     for (const auto& l : r.labels)
       boxes.push_back({l[0], static_cast<float>(w * (l[1] - l[3] / 2) + lb.dw),
                        static_cast<float>(h * (l[2] - l[4] / 2) + lb.dh),
                        static_cast<float>(w * (l[1] + l[3] / 2) + lb.dw),
                        static_cast<float>(h * (l[2] + l[4] / 2) + lb.dh)});
-    img = lb.img;
     if (opts_.augment) {
       const PerspectiveParams p = draw_perspective(rng, hyp);
-      const cv::Matx33d M = perspective_matrix(p, img.cols, img.rows, img.cols, img.rows);
+      const cv::Matx33d M = perspective_matrix(p, lb.out_w, lb.out_h, lb.out_w, lb.out_h);
       pl.warp = true;
       pl.M = M;
       pl.perspective = hyp.perspective != 0;
-      if (pixels) apply_perspective(img, boxes, M, p.scale, hyp.perspective != 0, img.cols, img.rows);
-      else transform_boxes(boxes, M, p.scale, hyp.perspective != 0, img.cols, img.rows);
+      if (pixels) apply_perspective(img, boxes, M, p.scale, hyp.perspective != 0, lb.out_w, lb.out_h);
+      else transform_boxes(boxes, M, p.scale, hyp.perspective != 0, lb.out_w, lb.out_h);
     }
-    pl.out_h = img.rows;
-    pl.out_w = img.cols;
-    if (!pixels) img = cv::Mat();
+    pl.out_h = lb.out_h;
+    pl.out_w = lb.out_w;
   }
   if (pl.mosaic) pl.out_h = pl.out_w = opts_.img_size;
   // xyxy2xywhn(clip=True, eps=1e-3)

@@ -16,40 +16,55 @@ namespace {
 int round_half_even(double x) { return static_cast<int>(std::nearbyint(x)); }
 }  // namespace
 
-LetterboxResult letterbox(const cv::Mat& im, int new_h, int new_w, bool auto_pad, bool scale_fill, bool scaleup,
-                          int stride) {
-  Y9_CHECK(!im.empty(), "letterbox: empty image");
+LetterboxGeometry letterbox_geometry(int h, int w, int new_h, int new_w, bool auto_pad, bool scale_fill,
+                                     bool scaleup, int stride) {
+  Y9_CHECK(h > 0 && w > 0, "letterbox: empty image (", w, "x", h, ")");
   Y9_CHECK(new_h > 0 && new_w > 0 && stride > 0, "letterbox: bad target ", new_h, "x", new_w, " stride ", stride);
-  const int h = im.rows, w = im.cols;
   double r = std::min(static_cast<double>(new_h) / h, static_cast<double>(new_w) / w);
   if (!scaleup) r = std::min(r, 1.0);
-  LetterboxResult out;
-  out.ratio_w = out.ratio_h = r;
+  LetterboxGeometry g;
+  g.ratio_w = g.ratio_h = r;
   // At least 1 px a side (the official code lets cv2.resize fail on a 10000x50 image at 64 px).
-  int nw = std::max(1, round_half_even(w * r)), nh = std::max(1, round_half_even(h * r));
-  double dw = new_w - nw, dh = new_h - nh;
+  g.nw = std::max(1, round_half_even(w * r));
+  g.nh = std::max(1, round_half_even(h * r));
+  double dw = new_w - g.nw, dh = new_h - g.nh;
   if (auto_pad) {
     dw = std::fmod(dw, stride);
     dh = std::fmod(dh, stride);
   } else if (scale_fill) {
     dw = dh = 0;
-    nw = new_w;
-    nh = new_h;
-    out.ratio_w = static_cast<double>(new_w) / w;
-    out.ratio_h = static_cast<double>(new_h) / h;
+    g.nw = new_w;
+    g.nh = new_h;
+    g.ratio_w = static_cast<double>(new_w) / w;
+    g.ratio_h = static_cast<double>(new_h) / h;
   }
-  dw /= 2;
-  dh /= 2;
+  g.dw = dw / 2;
+  g.dh = dh / 2;
+  g.top = round_half_even(g.dh - 0.1);
+  g.bottom = round_half_even(g.dh + 0.1);
+  g.left = round_half_even(g.dw - 0.1);
+  g.right = round_half_even(g.dw + 0.1);
+  g.out_h = g.nh + g.top + g.bottom;
+  g.out_w = g.nw + g.left + g.right;
+  return g;
+}
+
+LetterboxResult letterbox(const cv::Mat& im, int new_h, int new_w, bool auto_pad, bool scale_fill, bool scaleup,
+                          int stride) {
+  Y9_CHECK(!im.empty(), "letterbox: empty image");
+  const LetterboxGeometry g = letterbox_geometry(im.rows, im.cols, new_h, new_w, auto_pad, scale_fill, scaleup, stride);
+  LetterboxResult out;
+  out.ratio_w = g.ratio_w;
+  out.ratio_h = g.ratio_h;
   cv::Mat resized;
-  if (w != nw || h != nh)
-    cv::resize(im, resized, cv::Size(nw, nh), 0, 0, cv::INTER_LINEAR);
+  if (im.cols != g.nw || im.rows != g.nh)
+    cv::resize(im, resized, cv::Size(g.nw, g.nh), 0, 0, cv::INTER_LINEAR);
   else
     resized = im;
-  const int top = round_half_even(dh - 0.1), bottom = round_half_even(dh + 0.1);
-  const int left = round_half_even(dw - 0.1), right = round_half_even(dw + 0.1);
-  cv::copyMakeBorder(resized, out.img, top, bottom, left, right, cv::BORDER_CONSTANT, cv::Scalar(114, 114, 114));
-  out.dw = dw;
-  out.dh = dh;
+  cv::copyMakeBorder(resized, out.img, g.top, g.bottom, g.left, g.right, cv::BORDER_CONSTANT,
+                     cv::Scalar(114, 114, 114));
+  out.dw = g.dw;
+  out.dh = g.dh;
   return out;
 }
 

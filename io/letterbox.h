@@ -13,6 +13,21 @@ struct LetterboxResult {
   double dw = 0, dh = 0;   ///< half paddings in pixels (floats)
 };
 
+/// The geometry of letterbox() for an h x w image (h, w >= 1), without pixels: scale, resized
+/// size nw x nh (at least 1 px a side), half paddings dw, dh and their integer borders (top/left =
+/// round(d - 0.1), bottom/right = round(d + 0.1), round half to even as Python's round), and the
+/// output size out_h = nh + top + bottom, out_w = nw + left + right. Units: pixels.
+/// Throws engine::Error on a non-positive size, target or stride.
+struct LetterboxGeometry {
+  double ratio_w = 1, ratio_h = 1;
+  double dw = 0, dh = 0;
+  int nw = 0, nh = 0;
+  int top = 0, bottom = 0, left = 0, right = 0;
+  int out_w = 0, out_h = 0;
+};
+LetterboxGeometry letterbox_geometry(int h, int w, int new_h, int new_w, bool auto_pad = false,
+                                     bool scale_fill = false, bool scaleup = true, int stride = 32);
+
 /// Official letterbox(im, new_shape=(new_h, new_w), color 114, auto, scaleFill, scaleup, stride):
 /// r = min(H_t/h, W_t/w) (<= 1 unless scaleup), new size = round-half-even(w*r, h*r), resize
 /// with INTER_LINEAR, border top/left = round(d-0.1), bottom/right = round(d+0.1). `im` is

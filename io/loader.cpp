@@ -248,7 +248,10 @@ std::optional<DataLoader::Slot> DataLoader::make_plan_batch(const std::vector<in
     bytes += static_cast<int64_t>(decoded[d].total()) * 3;
   }
   for (size_t j = 0; j < plans.size(); ++j)
-    if (!plans[j].mosaic) {
+    if (!plans[j].mosaic) {  // one letterbox size per batch (the batch's shape): the output slots
+      Y9_CHECK(work->lb_h == 0 || (plans[j].lb_h == work->lb_h && plans[j].lb_w == work->lb_w),
+               "DataLoader: letterbox sizes differ within a batch (", plans[j].lb_w, "x", plans[j].lb_h, " vs ",
+               work->lb_w, "x", work->lb_h, ")");
       work->lb_h = plans[j].lb_h;
       work->lb_w = plans[j].lb_w;
     }
