@@ -167,49 +167,39 @@ std::optional<DataLoader::Slot> DataLoader::make_plan_batch(const std::vector<in
   std::vector<float> targets;
   Slot slot;
   slot.batch.indices.reserve(static_cast<size_t>(hi - lo));
-  for (int64_t i = lo; i < hi; ++i) {
-    if (stopping_.load(std::memory_order_relaxed) || generation_.load(std::memory_order_relaxed) != gen)
-      return std::nullopt;
-    PixelOps ops;
-    SamplePlan plan;
-    const Sample smp = ds_->get(order[i], epoch, &ops, &plan, /*pixels=*/false);
-    Y9_CHECK_SHAPE(plans.empty() || (plan.out_h == plans[0].out_h && plan.out_w == plans[0].out_w), "collate: sample ",
-                   i - lo, " is ", plan.out_w, "x", plan.out_h, ", batch is ", plans[0].out_w, "x", plans[0].out_h);
-    for (const auto& l : smp.labels) {
-      targets.push_back(static_cast<float>(i - lo));
-      targets.insert(targets.end(), l.begin(), l.end());
-    }
-    slot.batch.indices.push_back(smp.index);
-    slot.batch.paths.push_back(ds_->records()[order[i]].image_path);
-    plans.push_back(plan);
-  }
   // Decode what the warps read. Affine mosaics: as the CPU fast path, only the part of each tile
   // inside the canvas region the warp can sample (warp_source_roi), region-limited JPEG decode;
   // the plan's tile then becomes that part (canvas rectangle av, origin at av's corner).
   // Perspective mosaics: whole tiles. Non-mosaic samples: the load_image output to letterbox.
+  // Each sample is planned and decoded together, so that an unreadable image replaces its
+  // sample exactly as on the CPU path (replacement()).
   std::vector<cv::Mat> decoded;
-  std::vector<std::array<std::array<int64_t, 4>, 2>> tile_at(plans.size());  // index into `decoded`
-  std::vector<int64_t> image_at(plans.size(), -1);
+  std::vector<std::array<std::array<int64_t, 4>, 2>> tile_at;  // index into `decoded`
+  std::vector<int64_t> image_at;
   auto decode = [&](int64_t index) {
     decoded.push_back(load_image(ds_->records()[index].image_path, s, augment).img);
     return static_cast<int64_t>(decoded.size() - 1);
   };
-  for (size_t j = 0; j < plans.size(); ++j) {
-    const SamplePlan& p = plans[j];
-    if (stopping_.load(std::memory_order_relaxed) || generation_.load(std::memory_order_relaxed) != gen)
-      return std::nullopt;
+  // Plans and decodes the sample of dataset index `index` (appending to `decoded`); its plan,
+  // tile and image slots are returned through the arguments.
+  auto plan_and_decode = [&](int64_t index, SamplePlan& p, std::vector<float>& labels,
+                             std::array<std::array<int64_t, 4>, 2>& tiles, int64_t& image) {
+    PixelOps ops;
+    const Sample smp = ds_->get(index, epoch, &ops, &p, /*pixels=*/false);
+    for (const auto& l : smp.labels) labels.insert(labels.end(), l.begin(), l.end());
+    image = -1;
     if (!p.mosaic) {
-      image_at[j] = decode(p.index);
+      image = decode(p.index);
       const cv::Mat& im = decoded.back();
       Y9_CHECK_T(engine::IoError, im.rows == p.img_h && im.cols == p.img_w, "image ",
                  ds_->records()[p.index].image_path, " decodes to ", im.cols, "x", im.rows, " but was scanned as ",
                  p.img_w, "x", p.img_h, " (file changed since the scan?)");
-      continue;
+      return;
     }
     for (int m = 0; m < p.nmosaic; ++m)
       for (int k = 0; k < 4; ++k) {
-        tile_at[j][m][k] = -1;
-        MosaicPlan& mp = plans[j].m[m];
+        tiles[m][k] = -1;
+        MosaicPlan& mp = p.m[m];
         if (mp.dst[k].empty()) continue;
         if (!mp.perspective) {
           const cv::Rect a = mp.dst[k], av = a & warp_source_roi(mp.M, mp.canvas, mp.canvas, s, s);
@@ -220,18 +210,53 @@ std::optional<DataLoader::Slot> DataLoader::make_plan_batch(const std::vector<in
           const cv::Rect bv(av.x - mp.padw[k], av.y - mp.padh[k], av.width, av.height);
           decoded.emplace_back(av.height, av.width, CV_8UC3);
           ds_->decode_tile_region(mp.index[k], mp.w[k], mp.h[k], bv, decoded.back());
-          tile_at[j][m][k] = static_cast<int64_t>(decoded.size() - 1);
+          tiles[m][k] = static_cast<int64_t>(decoded.size() - 1);
           mp.dst[k] = av;
           mp.h[k] = av.height, mp.w[k] = av.width;
           mp.padw[k] = av.x, mp.padh[k] = av.y;
           continue;
         }
-        tile_at[j][m][k] = decode(mp.index[k]);
+        tiles[m][k] = decode(mp.index[k]);
         const cv::Mat& im = decoded.back();
-        Y9_CHECK_T(engine::IoError, im.rows == p.m[m].h[k] && im.cols == p.m[m].w[k], "image ",
-                   ds_->records()[p.m[m].index[k]].image_path, " decodes to ", im.cols, "x", im.rows,
-                   " but was scanned as ", p.m[m].w[k], "x", p.m[m].h[k], " (file changed since the scan?)");
+        Y9_CHECK_T(engine::IoError, im.rows == mp.h[k] && im.cols == mp.w[k], "image ",
+                   ds_->records()[mp.index[k]].image_path, " decodes to ", im.cols, "x", im.rows,
+                   " but was scanned as ", mp.w[k], "x", mp.h[k], " (file changed since the scan?)");
       }
+  };
+  for (int64_t i = lo; i < hi; ++i) {
+    if (stopping_.load(std::memory_order_relaxed) || generation_.load(std::memory_order_relaxed) != gen)
+      return std::nullopt;
+    SamplePlan plan;
+    std::vector<float> labels;
+    std::array<std::array<int64_t, 4>, 2> tiles{};
+    int64_t image = -1;
+    int64_t index = order[i];
+    std::exception_ptr first;  // the sample's own error, thrown when no replacement works
+    for (int64_t t = 0;; ++t) {
+      const size_t mark = decoded.size();
+      try {
+        plan = SamplePlan{};
+        labels.clear();
+        plan_and_decode(index, plan, labels, tiles, image);
+        break;
+      } catch (const engine::IoError& e) {
+        decoded.resize(mark);  // drop the failed sample's tiles
+        if (!first) first = std::current_exception();
+        index = replacement(order, lo, hi, i, t, e);
+        if (index < 0) std::rethrow_exception(first);
+      }
+    }
+    Y9_CHECK_SHAPE(plans.empty() || (plan.out_h == plans[0].out_h && plan.out_w == plans[0].out_w), "collate: sample ",
+                   i - lo, " is ", plan.out_w, "x", plan.out_h, ", batch is ", plans[0].out_w, "x", plans[0].out_h);
+    for (size_t k = 0; k < labels.size(); k += 5) {
+      targets.push_back(static_cast<float>(i - lo));
+      targets.insert(targets.end(), labels.begin() + k, labels.begin() + k + 5);
+    }
+    slot.batch.indices.push_back(index);
+    slot.batch.paths.push_back(ds_->records()[index].image_path);
+    plans.push_back(plan);
+    tile_at.push_back(tiles);
+    image_at.push_back(image);
   }
   auto work = std::make_shared<DeviceWork>();
   work->h = plans.empty() ? 0 : plans[0].out_h;
@@ -292,6 +317,22 @@ std::optional<DataLoader::Slot> DataLoader::make_plan_batch(const std::vector<in
   return slot;
 }
 
+int64_t DataLoader::replacement(const std::vector<int64_t>& order, int64_t lo, int64_t hi, int64_t i, int64_t t,
+                                const engine::IoError& e) const {
+  constexpr int64_t kMaxReplacements = 8;
+  const bool rect = ds_->options().rect;
+  const int64_t n = ds_->size(), choices = rect ? hi - lo - 1 : n - 1;
+  if (!ds_->options().augment || t >= std::min(kMaxReplacements, choices)) return -1;
+  const int64_t index = rect ? order[static_cast<size_t>(lo + (i - lo + t + 1) % (hi - lo))] : (order[i] + t + 1) % n;
+  const std::string msg = e.message();
+  std::lock_guard<std::mutex> lk(warn_mu_);
+  if (warned_.insert(msg).second) {
+    std::printf("WARNING %s: sample replaced by %s\n", msg.c_str(), ds_->records()[index].image_path.c_str());
+    std::fflush(stdout);
+  }
+  return index;
+}
+
 void DataLoader::render_on_device(Slot& slot) const {
   const DeviceWork& w = *slot.work;
   const engine::Device dev = opts_.device;
@@ -326,8 +367,21 @@ std::optional<DataLoader::Slot> DataLoader::make_batch(const std::vector<int64_t
     // Each sample's deferred HSV/flips are applied while it is written into the batch planes
     // (one pass, while its warped image is still in cache), then the image is released.
     PixelOps ops;
-    const Sample s = ds_->get(order[i], epoch, &ops);
-    w.add(s, ops, ds_->records()[order[i]].image_path);
+    Sample s;
+    int64_t index = order[i];
+    std::exception_ptr first;  // the sample's own error, thrown when no replacement works
+    for (int64_t t = 0;; ++t) {
+      try {
+        ops = PixelOps{};
+        s = ds_->get(index, epoch, &ops);
+        break;
+      } catch (const engine::IoError& e) {
+        if (!first) first = std::current_exception();
+        index = replacement(order, lo, hi, i, t, e);
+        if (index < 0) std::rethrow_exception(first);
+      }
+    }
+    w.add(s, ops, ds_->records()[index].image_path);
   }
   Slot slot;
   slot.batch = w.finish();

@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -91,6 +92,17 @@ struct LoaderStats {
 /// with the next epoch (up to LoaderOptions::epochs), so the pipeline does not drain at epoch
 /// boundaries; at most `prefetch` batches are claimed but not yet taken by next(), across epochs.
 ///
+/// Unreadable images while training (AugmentedDataset::options().augment): an image that fails
+/// to decode when its sample is produced (engine::IoError: the file was damaged, emptied or
+/// removed after the scan, which drops what is unreadable then) gets one warning naming the file
+/// ("WARNING <message>: sample replaced by <path>", once per message, on stdout), and its sample
+/// is replaced, not lost: the sample of dataset index (index + k) % n (k = 1, 2, ...; in rect
+/// mode, whose shapes are per batch, the next sample of the same batch, cyclically) takes its
+/// place with its own seeded draws, so the batch keeps its size and the CPU and GPU paths
+/// (--augment-device) make the same choice. After 8 failed replacements (or none possible) the
+/// sample's own error is thrown as below (training then stops with a resumable checkpoint). Validation (augment off) never replaces: an image counted twice
+/// would change the metrics.
+///
 /// Errors: an exception thrown while producing batch b of epoch e (e.g. engine::IoError for an
 /// unreadable image) is stored in place of that batch and rethrown by the next() call that would
 /// have returned it: every earlier batch of e is delivered first, the failed batch counts as
@@ -146,6 +158,11 @@ class DataLoader {
   std::optional<Slot> make_batch(const std::vector<int64_t>& order, int epoch, int64_t b, uint64_t gen) const;
   /// The GPU path of make_batch: plans, labels and decoded tiles.
   std::optional<Slot> make_plan_batch(const std::vector<int64_t>& order, int epoch, int64_t b, uint64_t gen) const;
+  /// The dataset index that replaces sample position i of batch [lo, hi) of `order` after its
+  /// t-th failed attempt (t >= 0) failed with `e`: warns once per message (see the class
+  /// comment). -1 (no warning) when augmentation is off or no replacement is left.
+  int64_t replacement(const std::vector<int64_t>& order, int64_t lo, int64_t hi, int64_t i, int64_t t,
+                      const engine::IoError& e) const;
   /// Uploads slot.work and renders its images into slot.batch.images on opts_.device.
   void render_on_device(Slot& slot) const;
   void restart_locked(int epoch, std::map<std::pair<int, int64_t>, Slot>& dropped);
@@ -178,6 +195,9 @@ class DataLoader {
   // GPU augmentation (consumer thread only): the host arena of the last upload and its event.
   mutable engine::Tensor inflight_arena_;
   mutable engine::Event inflight_done_;
+  // Replaced samples: the warnings already printed (any thread).
+  mutable std::mutex warn_mu_;
+  mutable std::set<std::string> warned_;
 };
 
 }  // namespace io

@@ -277,10 +277,11 @@ TEST_F(TrainRecoveryE2E, TwoCtrlCKillAtOnce) {
   EXPECT_TRUE(fs::exists(proj / "one" / "weights" / "last.safetensors"));
 }
 
-// Items 5 and 6: an image that breaks after the scan (same size and mtime, so the label cache is
-// trusted) stops training in mid-epoch with a resumable checkpoint naming the image; after the
-// image is fixed (a new mtime: the dataset changed) --resume warns that the data changed, and
-// completes.
+// Items 5 and 6: images that break after the scan (same size and mtime, so the label cache is
+// trusted) beyond what the loader can replace (issue 12: an unreadable training image is replaced
+// by another sample with a warning; here every image of batch 1 is broken) stop training in
+// mid-epoch with a resumable checkpoint naming the image; after the images are fixed (a new
+// mtime: the dataset changed) --resume warns that the data changed, and completes.
 TEST_F(TrainRecoveryE2E, DataErrorInMidEpochSavesACheckpointAndResumeWarnsTheDataChanged) {
   const fs::path data = g_root / "data_err";
   io::SynthOptions so;
@@ -291,7 +292,8 @@ TEST_F(TrainRecoveryE2E, DataErrorInMidEpochSavesACheckpointAndResumeWarnsTheDat
   so.seed = 3;
   io::write_synth_dataset(so);
   const fs::path proj = g_root / "dataerr";
-  // --rect: no mosaic, no shuffle, batches in path order, so the last image is in batch 1.
+  // --rect: no mosaic, no shuffle, batches in path order, so the last 8 images are batch 1 (rect
+  // mode replaces a sample only within its batch, whose shape it shares).
   const std::string args = "train --cfg gelan-t.yaml --data " + (data / "data.yaml").string() +
                            " --img 64 --batch 8 --workers 2 --deterministic --rect --epochs 2 --project " +
                            proj.string() + " --name r --exist-ok";
@@ -300,24 +302,33 @@ TEST_F(TrainRecoveryE2E, DataErrorInMidEpochSavesACheckpointAndResumeWarnsTheDat
   std::vector<fs::path> imgs;
   for (const auto& e : fs::directory_iterator(data / "images" / "train")) imgs.push_back(e.path());
   std::sort(imgs.begin(), imgs.end());
-  const fs::path bad = imgs.back();
-  const std::string good_bytes = read_file(bad);
-  const auto mtime = fs::last_write_time(bad);
-  std::ofstream(bad, std::ios::binary | std::ios::trunc) << std::string(good_bytes.size(), '\0');
-  fs::last_write_time(bad, mtime);
+  ASSERT_EQ(imgs.size(), 16u);
+  const std::vector<fs::path> broken(imgs.begin() + 8, imgs.end());
+  std::vector<std::string> good_bytes;
+  const auto mtime = fs::last_write_time(broken[0]);
+  for (const fs::path& bad : broken) {
+    good_bytes.push_back(read_file(bad));
+    const auto t = fs::last_write_time(bad);
+    std::ofstream(bad, std::ios::binary | std::ios::trunc) << std::string(good_bytes.back().size(), '\0');
+    fs::last_write_time(bad, t);
+  }
   r = run(args);
   EXPECT_GT(r.code, 0) << r.out;
   EXPECT_LT(r.code, 128) << r.out;
-  EXPECT_NE(r.out.find(bad.string()), std::string::npos) << "the message names the image:\n" << r.out;
+  for (const fs::path& bad : broken)
+    EXPECT_NE(r.out.find(bad.string()), std::string::npos) << "the output names every broken image:\n" << r.out;
+  EXPECT_NE(r.out.find("Data error at epoch"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--resume"), std::string::npos) << r.out;
   const fs::path last = proj / "r" / "weights" / "last.safetensors";
   ASSERT_TRUE(fs::exists(last)) << "no checkpoint after the data error:\n" << r.out;
   const io::Checkpoint ck = io::load_checkpoint(last.string());
   EXPECT_EQ(ck.meta.at("epoch"), "-1");
   EXPECT_EQ(ck.meta.at("next_batch"), "1") << "batch 0 was trained; batch 1 hit the broken image";
-  // Fix the image (it gets a new mtime: the dataset changed since the checkpoint).
-  std::ofstream(bad, std::ios::binary | std::ios::trunc) << good_bytes;
-  fs::last_write_time(bad, mtime + std::chrono::seconds(10));
+  // Fix the images (they get a new mtime: the dataset changed since the checkpoint).
+  for (size_t k = 0; k < broken.size(); ++k) {
+    std::ofstream(broken[k], std::ios::binary | std::ios::trunc) << good_bytes[k];
+    fs::last_write_time(broken[k], mtime + std::chrono::seconds(10));
+  }
   r = run("train --resume " + last.string());
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("training data changed"), std::string::npos) << r.out;

@@ -6,7 +6,8 @@
 // non-mosaic samples) match AugmentedDataset::get + io::finish_to_planes within 1 grey level, the
 // plan-only labels equal the full call's, the CPU twin equals the CUDA kernel byte for byte, the
 // float outputs are u8 / 255; letterbox of validation images matches io::letterbox; 1x1 and
-// 10000x50 images pass through letterbox and mosaic.
+// 10000x50 images pass through letterbox and mosaic; images unreadable after the scan are replaced
+// in GPU-augmented batches as on the CPU path.
 #include <gtest/gtest.h>
 
 #include <opencv2/imgproc.hpp>
@@ -454,6 +455,81 @@ TEST(AugmentCuda, LoaderGpuAugmentationEqualsCpu) {
     if (img_size == 640) continue;
     EXPECT_FALSE(gpu.next(b));
     EXPECT_EQ(batches, 6);
+  }
+}
+
+TEST(AugmentCuda, UnreadableImagesInAGpuAugmentedBatchAreReplacedAsOnTheCpu) {
+  Y9_SKIP_WITHOUT_GPU();
+  // Issue 12, bad input: JPEGs emptied or cut inside their header after the scan, inside GPU-augmented
+  // batches (mosaic, mixup, non-mosaic samples): the same warning naming each file and the same
+  // replacement sample as on the CPU path, so the batches stay full and equal (pixels within 1
+  // grey level, targets, indices and paths equal).
+  tiny::TempDir d("augment_cuda_unreadable");
+  std::vector<io::ImageRecord> recs;
+  cv::RNG rng(3);
+  for (int i = 0; i < 16; ++i) {
+    cv::Mat im(48 + 8 * (i % 5), 64 - 4 * (i % 3), CV_8UC3);
+    rng.fill(im, cv::RNG::UNIFORM, 0, 256);
+    io::ImageRecord r;
+    r.image_path = (d.path / ("im" + std::to_string(i) + ".jpg")).string();
+    io::write_image_bgr(r.image_path, im);
+    r.height = im.rows, r.width = im.cols;
+    r.labels.push_back({static_cast<float>(i % 3), 0.5f, 0.5f, 0.4f, 0.3f});
+    recs.push_back(r);
+  }
+  {
+    const std::vector<unsigned char> bytes = tiny::read_bytes(recs[5].image_path);
+    // cut inside the header
+    tiny::write_bytes(recs[5].image_path, std::vector<unsigned char>(bytes.begin(), bytes.begin() + 20));
+    tiny::write_bytes(recs[11].image_path, {});
+  }
+  io::AugmentOptions o;
+  o.img_size = 64;
+  o.seed = 4;
+  o.hyp.mosaic = 0.7;
+  o.hyp.mixup = 0.3;
+  o.hyp.copy_paste = 0;
+  auto ds = std::make_shared<io::AugmentedDataset>(recs, o);
+  io::LoaderOptions lo;
+  lo.batch_size = 4;
+  lo.seed = 2;
+  lo.workers = 0;
+  lo.epochs = 1;
+  std::string out[2];
+  std::vector<io::Batch> batches[2];
+  for (int g = 0; g < 2; ++g) {
+    if (g == 1) {
+      lo.augment_device = io::LoaderOptions::AugmentDevice::Gpu;
+      lo.device = Device::cuda(0);
+    }
+    io::DataLoader dl(ds, lo);
+    testing::internal::CaptureStdout();
+    dl.start_epoch(0);
+    io::Batch b;
+    try {
+      while (dl.next(b)) batches[g].push_back(b);
+    } catch (...) {
+      testing::internal::GetCapturedStdout();
+      throw;
+    }
+    out[g] = testing::internal::GetCapturedStdout();
+  }
+  for (const char* f : {"im5.jpg", "im11.jpg"}) EXPECT_NE(out[0].find(f), std::string::npos) << out[0];
+  EXPECT_NE(out[0].find("sample replaced by"), std::string::npos) << out[0];
+  EXPECT_EQ(out[0], out[1]);
+  ASSERT_EQ(batches[0].size(), 4u);
+  ASSERT_EQ(batches[1].size(), 4u);
+  for (size_t k = 0; k < 4; ++k) {
+    const io::Batch &a = batches[0][k], &b = batches[1][k];
+    EXPECT_EQ(a.indices.size(), 4u);
+    EXPECT_EQ(a.indices, b.indices);
+    EXPECT_EQ(a.paths, b.paths);
+    EXPECT_EQ(a.targets.to_vector<float>(), b.targets.to_vector<float>());
+    ASSERT_EQ(a.images.shape(), b.images.shape());
+    const std::vector<uint8_t> ga = a.images.to_vector<uint8_t>(), gb = b.images.to(Device::cpu()).to_vector<uint8_t>();
+    int worst = 0;
+    for (size_t i = 0; i < ga.size(); ++i) worst = std::max(worst, std::abs(int(ga[i]) - int(gb[i])));
+    EXPECT_LE(worst, 1) << "batch " << k;
   }
 }
 

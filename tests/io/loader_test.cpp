@@ -249,13 +249,63 @@ TEST(DataLoader, EpochsLimitStopsProduction) {
 
 TEST(DataLoader, WorkerErrorIsRethrown) {
   tiny::TempDir d("loader_err");
-  auto ds = make_ds(d, 4);
+  auto ds = make_ds(d, 4, /*augment*/ false);  // validation: an unreadable image is never replaced
   std::filesystem::remove(d.path / "i2.png");
   io::LoaderOptions o;
   o.batch_size = 1;
   o.workers = 2;
   o.shuffle = false;
   io::DataLoader dl(ds, o);
+  dl.start_epoch(0);
+  io::Batch b;
+  EXPECT_THROW({ while (dl.next(b)) {} }, engine::IoError);
+}
+
+TEST(DataLoader, UnreadableImagesAreReplacedWhileTraining) {
+  // Issue 12, bad input: images damaged after the scan (one emptied, one cut inside its header, one
+  // removed) in a training run (default augmentation): one warning per file naming it, every batch full, the
+  // replacement deterministic (the same batches with 0 and 3 workers), and validation (augment off)
+  // still stops at the unreadable image. (A damaged image's index may still be delivered: a mosaic
+  // whose warp never samples that tile does not decode it.)
+  tiny::TempDir d("loader_replace");
+  auto ds = make_ds(d, 24);
+  auto val = make_ds(d, 24, /*augment*/ false);  // (writes the same images again: before the damage)
+  const std::vector<unsigned char> good = tiny::read_bytes(d.path / "i4.png");
+  tiny::write_bytes(d.path / "i4.png", std::vector<unsigned char>(good.begin(), good.begin() + 30));  // in the header
+  tiny::write_bytes(d.path / "i7.png", {});
+  std::filesystem::remove(d.path / "i9.png");
+  Epoch ref;
+  for (int workers : {0, 3}) {
+    io::LoaderOptions o;
+    o.batch_size = 4;
+    o.workers = workers;
+    o.seed = 5;
+    io::DataLoader dl(ds, o);
+    testing::internal::CaptureStdout();
+    dl.start_epoch(0);
+    Epoch e;
+    ASSERT_NO_THROW(e = drain(dl));
+    const std::string out = testing::internal::GetCapturedStdout();
+    ASSERT_EQ(e.size(), 6u);
+    for (const Flat& f : e) {
+      EXPECT_EQ(f.idx.size(), 4u);
+      EXPECT_EQ(f.shape[0], 4);
+    }
+    for (const char* f : {"i4.png", "i7.png", "i9.png"}) {
+      const size_t at = out.find(f);
+      ASSERT_NE(at, std::string::npos) << "no warning naming " << f << ":\n" << out;
+      EXPECT_EQ(out.find(f, out.find('\n', at)), std::string::npos) << "warned twice about " << f << ":\n" << out;
+    }
+    EXPECT_NE(out.find("WARNING "), std::string::npos) << out;
+    EXPECT_NE(out.find("sample replaced by "), std::string::npos) << out;
+    if (workers == 0) ref = e;
+    else EXPECT_TRUE(e == ref) << "replacement depends on the worker count";
+  }
+  io::LoaderOptions o;
+  o.batch_size = 4;
+  o.workers = 0;
+  o.shuffle = false;
+  io::DataLoader dl(val, o);
   dl.start_epoch(0);
   io::Batch b;
   EXPECT_THROW({ while (dl.next(b)) {} }, engine::IoError);
