@@ -90,6 +90,20 @@ std::vector<Tensor> non_max_suppression(const Tensor& prediction, const NmsOptio
   return out;
 }
 
+void scale_boxes_round_(Tensor& det, double gain, double pad_w, double pad_h, int h0, int w0) {
+  Y9_CHECK_SHAPE(det.dim() == 2 && det.size(1) >= 4 && det.dtype() == DType::F32 && det.is_contiguous(),
+                 "scale_boxes_round_: need contiguous F32 [n, >= 4], got ", det.str());
+  if (det.size(0) == 0) return;
+  kernels::ScaleBoxesParams p;
+  p.gain = gain;
+  p.pad_w = pad_w;
+  p.pad_h = pad_h;
+  p.w0 = w0;
+  p.h0 = h0;
+  auto k = engine::kernel(kernels::kScaleBoxes, DType::F32, det.device());
+  k.fn(k.ctx, det.data<float>(), det.size(0), det.size(1), p);
+}
+
 Tensor nms(const Tensor& boxes, const Tensor& scores, double iou_thres) {
   Y9_CHECK_SHAPE(boxes.dim() == 2 && boxes.size(1) == 4 && scores.dim() == 1 && scores.size(0) == boxes.size(0),
                  "nms: expected boxes [N, 4] and scores [N], got ", boxes.str(), " and ", scores.str());

@@ -51,6 +51,15 @@ struct NmsOptions {
 std::vector<engine::Tensor> non_max_suppression(const engine::Tensor& prediction, const NmsOptions& opt = {},
                                                 const std::vector<engine::Tensor>& labels = {});
 
+/// detect's letterbox undo, in place on `det` [n, >= 4] (F32, contiguous; x1 y1 x2 y2 first, in
+/// pixels of the letterboxed input), on its device (kernels::kScaleBoxes, bitwise the same on
+/// every backend): (v - pad) / gain in double, clamped to [0, w0] (x) or [0, h0] (y), rounded to
+/// FP32 and then to an integer, half to even. gain, pad_w, pad_h are the letterbox's ratio and half
+/// paddings (pixels), h0 x w0 the original image size.
+/// Source: utils/general.py scale_boxes + clip_boxes and detect_dual.py's .round() (WongKinYiu/yolov9
+/// 5b1ea9a). Throws ShapeError on another dtype, layout or shape.
+void scale_boxes_round_(engine::Tensor& det, double gain, double pad_w, double pad_h, int h0, int w0);
+
 /// Greedy NMS as torchvision.ops.nms: boxes [N, 4] xyxy, scores [N] -> kept indices [K] I64 in
 /// decreasing score order; a box is dropped if its IoU with a kept box is > iou_thres.
 /// Throws ShapeError on bad shapes. Deterministic (stable order on equal scores).

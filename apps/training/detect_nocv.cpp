@@ -55,19 +55,11 @@ Tensor to_planes(const io::ImageU8& lb) {
   return u8;
 }
 
-/// Official scale_boxes with the letterbox's ratio_pad, then round: det [n, 6] in place.
+/// Official scale_boxes with the letterbox's ratio_pad, then round: det [n, 6] in place
+/// (ops::scale_boxes_round_, the arithmetic of every build and device).
 void boxes_to_original(Tensor& det, int H, int W, int h0, int w0) {
-  float* dp = det.data<float>();
   const double gain = std::min(static_cast<double>(H) / h0, static_cast<double>(W) / w0);
-  const double pw = (W - w0 * gain) / 2, ph = (H - h0 * gain) / 2;
-  for (int64_t i = 0; i < det.size(0); ++i) {
-    float* r = dp + 6 * i;
-    for (int k = 0; k < 4; ++k) {
-      double v = (r[k] - (k % 2 == 0 ? pw : ph)) / gain;
-      v = std::clamp(v, 0.0, static_cast<double>(k % 2 == 0 ? w0 : h0));
-      r[k] = static_cast<float>(std::nearbyint(static_cast<float>(v)));
-    }
-  }
+  ops::scale_boxes_round_(det, gain, (W - w0 * gain) / 2, (H - h0 * gain) / 2, h0, w0);
 }
 
 // Official save_one_box(xyxy, imc, gain=1.02, pad=10, square=False, BGR=True).

@@ -15,12 +15,15 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
 
 #include "engine/error.h"
+#include "engine/pinned_allocator.h"
+#include "kernels/common/augment.h"
 #include "io/letterbox.h"
 #include "io/image.h"
 #include "io/paths.h"
@@ -105,19 +108,36 @@ Tensor to_planes(const cv::Mat& letterboxed) {
   return u8;
 }
 
-/// Official scale_boxes with the letterbox's ratio_pad, then round: det [n, 6] in place.
-void boxes_to_original(Tensor& det, int H, int W, const cv::Mat& im0) {
-  float* dp = det.data<float>();
-  const double gain = std::min(static_cast<double>(H) / im0.rows, static_cast<double>(W) / im0.cols);
-  const double pw = (W - im0.cols * gain) / 2, ph = (H - im0.rows * gain) / 2;
-  for (int64_t i = 0; i < det.size(0); ++i) {
-    float* r = dp + 6 * i;
-    for (int k = 0; k < 4; ++k) {
-      double v = (r[k] - (k % 2 == 0 ? pw : ph)) / gain;
-      v = std::clamp(v, 0.0, static_cast<double>(k % 2 == 0 ? im0.cols : im0.rows));
-      r[k] = static_cast<float>(std::nearbyint(static_cast<float>(v)));
-    }
-  }
+/// Official scale_boxes with the letterbox's ratio_pad, then round: det [n, 6] in place, on its
+/// device (ops::scale_boxes_round_).
+void boxes_to_original(Tensor& det, int H, int W, int h0, int w0) {
+  const double gain = std::min(static_cast<double>(H) / h0, static_cast<double>(W) / w0);
+  ops::scale_boxes_round_(det, gain, (W - w0 * gain) / 2, (H - h0 * gain) / 2, h0, w0);
+}
+
+/// The letterbox of `im0` (geometry g) on CUDA `device`: one upload of the original pixels (and
+/// the kernels::LetterboxSample record) and one kLetterbox launch that writes the model input
+/// [1, 3, H, W] F32 RGB = u8 / 255 directly (the bytes of io::letterbox, then the CPU path's
+/// division).
+Tensor letterbox_on_device(const cv::Mat& im0, const io::LetterboxGeometry& g, engine::Device device) {
+  const int64_t rec = 64, row = 3 * static_cast<int64_t>(im0.cols);
+  Tensor host = engine::empty_from_allocator(engine::pinned_host_allocator(), {rec + row * im0.rows}, DType::U8);
+  uint8_t* base = host.data<uint8_t>();
+  kernels::LetterboxSample s{};
+  s.offset = rec;
+  s.step = row;
+  s.h = im0.rows, s.w = im0.cols;
+  s.nw = g.nw, s.nh = g.nh;
+  s.top = g.top, s.left = g.left;
+  std::memcpy(base, &s, sizeof s);
+  for (int y = 0; y < im0.rows; ++y) std::memcpy(base + rec + row * y, im0.ptr<uint8_t>(y), static_cast<size_t>(row));
+  const Tensor arena = host.to(device);
+  Tensor out = Tensor::empty({1, 3, g.out_h, g.out_w}, DType::F32, device);
+  auto k = engine::kernel(kernels::kLetterbox, DType::F32, device);
+  const uint8_t* d = static_cast<const uint8_t*>(arena.data_ptr());
+  k.fn(k.ctx, DType::F32, d, reinterpret_cast<const kernels::LetterboxSample*>(d), 1, g.out_h, g.out_w,
+       kernels::AugLayout::ChwRgb, out.data_ptr());
+  return out;
 }
 
 /// One detect run over a source list, in named steps: per image or frame, letterbox ->
@@ -326,27 +346,41 @@ class DetectRun {
 ImageDetections detect_image(const Predictor& predictor, const cv::Mat& im0, const ops::NmsOptions& nms, int imgsz,
                              engine::Device device, const std::string& path) {
   ImageDetections r;
-  io::LetterboxResult lb = io::letterbox(im0, imgsz, imgsz, /*auto_pad=*/true, false, true, 32);
-  r.h = lb.img.rows;
-  r.w = lb.img.cols;
-  const double t0 = det_now_s();
-  Tensor u8 = to_planes(lb.img);
-  Tensor im = ops::div(u8.to(device).to(DType::F32), Tensor::full({1}, 255.0, DType::F32, device));
-  const double t1 = det_now_s();
+  Y9_CHECK_T(engine::IoError, !im0.empty() && im0.type() == CV_8UC3, "detect: ", path.empty() ? "image" : path,
+             " is not a non-empty 8-bit 3-channel image");
   io::Batch b;
-  b.images = u8;
   b.paths = {path};
   b.indices = {0};
   b.targets = Tensor::zeros({0, 6});
+  Tensor im;
+  double t0 = 0;
+  if (device.is_cuda()) {  // letterbox on the device: only the original pixels go up
+    const io::LetterboxGeometry g = io::letterbox_geometry(im0.rows, im0.cols, imgsz, imgsz, /*auto_pad=*/true, false,
+                                                           true, 32);
+    r.h = g.out_h;
+    r.w = g.out_w;
+    t0 = det_now_s();
+    im = letterbox_on_device(im0, g, device);
+  } else {
+    io::LetterboxResult lb = io::letterbox(im0, imgsz, imgsz, /*auto_pad=*/true, false, true, 32);
+    r.h = lb.img.rows;
+    r.w = lb.img.cols;
+    t0 = det_now_s();
+    Tensor u8 = to_planes(lb.img);
+    im = ops::div(u8.to(device).to(DType::F32), Tensor::full({1}, 255.0, DType::F32, device));
+    b.images = u8;
+  }
+  const double t1 = det_now_s();
   Tensor pred = predictor(im, b);
-  // NMS on the prediction's device; only the kept rows come back to the host.
+  // NMS and the letterbox undo on the prediction's device; only the kept rows come back.
   const double t2 = det_now_s();
-  r.det = ops::non_max_suppression(pred, nms)[0].to(engine::Device::cpu()).to(DType::F32).contiguous().clone();
+  Tensor det = ops::non_max_suppression(pred, nms)[0].to(DType::F32).contiguous().clone();
+  boxes_to_original(det, r.h, r.w, im0.rows, im0.cols);
+  r.det = det.to(engine::Device::cpu());
   const double t3 = det_now_s();
   r.pre_s = t1 - t0;
   r.inf_s = t2 - t1;
   r.nms_s = t3 - t2;
-  boxes_to_original(r.det, r.h, r.w, im0);
   return r;
 }
 

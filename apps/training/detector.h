@@ -88,9 +88,13 @@ struct ImageDetections {
 #ifdef Y9_HAVE_OPENCV
 /// One image through the official detect pipeline (detect_dual.py): letterbox to `imgsz` with
 /// stride padding (auto), BGR -> RGB planes / 255 on `device`, `predictor`, NMS with `nms`, boxes
-/// mapped back to im0 (H0 x W0 x 3 uint8 BGR) and rounded. `path` only labels the batch. Used by
-/// run_detect and by the embedded API (apps/infer/yolov9/detector.h). Throws engine::Error from
-/// letterbox, the predictor or NMS. Deterministic for a deterministic predictor.
+/// mapped back to im0 (H0 x W0 x 3 uint8 BGR) and rounded. On CUDA only im0's pixels go up: the
+/// letterbox (kernels::kLetterbox, the CPU path's bytes), NMS and the box mapping
+/// (ops::scale_boxes_round_) run on the device and only the kept rows come back; the rows equal
+/// the CPU path's for equal predictions. `path` only labels the batch. Used by run_detect and by
+/// the embedded API (apps/infer/yolov9/detector.h). Throws engine::IoError on an empty or
+/// non-CV_8UC3 image, engine::Error from letterbox, the predictor or NMS. Deterministic for a
+/// deterministic predictor.
 ImageDetections detect_image(const Predictor& predictor, const cv::Mat& im0, const ops::NmsOptions& nms, int imgsz,
                              engine::Device device, const std::string& path = "");
 #else

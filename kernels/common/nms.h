@@ -4,9 +4,11 @@
 // handles the whole batch in one launch sequence and gives the same rows, bitwise.
 #pragma once
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "engine/backend.h"
+#include "engine/hd.h"
 
 namespace kernels {
 
@@ -53,5 +55,31 @@ inline constexpr int64_t kNmsMaxPairs = (int64_t(1) << 32) - 1;
 using NmsBatchedFn = void (*)(engine::DeviceContext& ctx, const float* pred, const NmsGeom& g, const NmsConfig& cfg,
                               int64_t capacity, float* out, int64_t* counts);
 inline engine::KernelKey<NmsBatchedFn> kNmsBatched{"nms_batched"};
+
+/// The letterbox undo of one image's detections (official utils/general.py scale_boxes with the
+/// letterbox's ratio_pad, then clip_boxes; detect_dual.py then rounds with .round()).
+struct ScaleBoxesParams {
+  double gain = 1;              ///< letterbox scale: min(H / h0, W / w0)
+  double pad_w = 0, pad_h = 0;  ///< half paddings (W - w0 * gain) / 2, (H - h0 * gain) / 2, pixels
+  int32_t w0 = 0, h0 = 0;       ///< original image size, pixels
+};
+
+/// Coordinate k (0 x1, 1 y1, 2 x2, 3 y2) of a box in letterboxed pixels -> original pixels:
+/// (v - pad) / gain in double, clamped to [0, w0 or h0], rounded to FP32, then to the nearest
+/// integer (half to even, as torch.round). NaN stays NaN. The one arithmetic of every entry.
+Y9_HD float scale_box_coord(float v, int k, const ScaleBoxesParams& p) {
+  const bool x = k % 2 == 0;
+  double d = (static_cast<double>(v) - (x ? p.pad_w : p.pad_h)) / p.gain;
+  const double hi = x ? p.w0 : p.h0;
+  d = d < 0.0 ? 0.0 : (d > hi ? hi : d);
+  return rintf(static_cast<float>(d));
+}
+
+/// In place on `boxes` (F32, n rows of `cols` >= 4 floats, x1 y1 x2 y2 first; the entry's device
+/// memory): columns 0..3 of every row through scale_box_coord. Deterministic; bitwise the same on
+/// every backend.
+using ScaleBoxesFn = void (*)(engine::DeviceContext& ctx, float* boxes, int64_t n, int64_t cols,
+                              const ScaleBoxesParams& p);
+inline engine::KernelKey<ScaleBoxesFn> kScaleBoxes{"scale_boxes"};
 
 }  // namespace kernels

@@ -193,10 +193,16 @@ void nms_batched_cpu(engine::DeviceContext&, const float* pred, const NmsGeom& g
     counts[b] = n;
   }
 }
+/// scale_boxes on the CPU (kernels/common/nms.h).
+void scale_boxes_cpu(engine::DeviceContext&, float* boxes, int64_t n, int64_t cols, const ScaleBoxesParams& p) {
+  for (int64_t i = 0; i < n; ++i)
+    for (int k = 0; k < 4; ++k) boxes[i * cols + k] = scale_box_coord(boxes[i * cols + k], k, p);
+}
 }  // namespace
 
 Y9_REGISTER_KERNELS(engine::DeviceType::CPU, b) {
   b.add(kNmsBatched, &nms_batched_cpu, engine::DTypeSet{engine::DType::F32});
+  b.add(kScaleBoxes, &scale_boxes_cpu, engine::DTypeSet{engine::DType::F32});
 }
 
 }  // namespace kernels::cpu

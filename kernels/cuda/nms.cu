@@ -422,10 +422,28 @@ void nms_batched_cuda(engine::DeviceContext& ctx, const float* pred, const NmsGe
   }
 }
 
+/// scale_boxes: one thread per (row, coordinate); the shared scale_box_coord arithmetic (a
+/// subtraction and a division in double, no contraction possible), so rows equal the CPU twin's.
+__global__ void scale_boxes_kernel(float* __restrict__ boxes, int64_t n, int64_t cols, ScaleBoxesParams p) {
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= n * 4) return;
+  const int k = static_cast<int>(t % 4);
+  float* v = boxes + (t / 4) * cols + k;
+  *v = scale_box_coord(*v, k, p);
+}
+
+void scale_boxes_cuda(engine::DeviceContext& ctx, float* boxes, int64_t n, int64_t cols, const ScaleBoxesParams& p) {
+  if (n <= 0) return;
+  constexpr int kThreads = 256;
+  Y9_LAUNCH(scale_boxes_kernel, dim3(static_cast<unsigned>((n * 4 + kThreads - 1) / kThreads)), dim3(kThreads), 0,
+            stream_of(ctx), boxes, n, cols, p);
+}
+
 }  // namespace
 
 Y9_REGISTER_KERNELS(engine::DeviceType::CUDA, b) {
   b.add(kNmsBatched, &nms_batched_cuda, engine::DTypeSet{engine::DType::F32});
+  b.add(kScaleBoxes, &scale_boxes_cuda, engine::DTypeSet{engine::DType::F32});
 }
 
 }  // namespace kernels::cuda

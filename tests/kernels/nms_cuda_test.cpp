@@ -5,10 +5,13 @@
 // on and off, a class filter, agnostic, many equal scores, more survivors than max_det, mask
 // coefficients, strided and F64 predictions, the IoU mask in several image chunks (a small
 // Y9_NMS_MASK_BUDGET). Under the emulator it also checks that a batch costs two device-to-host
-// copies whatever its size (the candidate totals and the kept counts).
+// copies whatever its size (the candidate totals and the kept counts). detect's box mapping
+// (ops::scale_boxes_round_) equals the CPU entry bitwise.
 // Label gpu: skips without a device (fails with Y9_REQUIRE_GPU=1).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -210,6 +213,52 @@ TEST(NmsCuda, MaskInImageChunks) {
   const auto gpu = ops::non_max_suppression(pred.to(Device::cuda(0)), k.opt);
   ::unsetenv("Y9_NMS_MASK_BUDGET");
   expect_same(gpu, cpu);
+}
+
+// detect's letterbox undo (ops::scale_boxes_round_, kernels::kScaleBoxes) on the device equals
+// the CPU entry bitwise, and the CPU entry equals the formula written out here (double, clamp,
+// FP32, round half to even): random boxes inside, outside and on the borders, coordinates that
+// map to exact halves, NaN, extra columns left alone.
+TEST(NmsCuda, ScaleBoxesMatchesCpu) {
+  Y9_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(17);
+  std::uniform_real_distribution<float> u(-80.f, 720.f);
+  const int h0 = 427, w0 = 640, H = 448, W = 640;
+  const double gain = std::min(static_cast<double>(H) / h0, static_cast<double>(W) / w0);
+  const double pw = (W - w0 * gain) / 2, ph = (H - h0 * gain) / 2;
+  const int64_t n = 300, cols = 7;
+  std::vector<float> v(static_cast<size_t>(n * cols));
+  for (auto& x : v) x = u(rng);
+  v[0] = static_cast<float>(pw + 2.5 * gain);  // maps to 2.5 -> 2 (half to even)
+  v[1] = static_cast<float>(ph + 3.5 * gain);  // 3.5 -> 4
+  v[2] = std::nanf("");
+  v[3] = 1e9f;
+  const Tensor host = Tensor::from_vector(v, {n, cols});
+  Tensor cpu = host.clone(), gpu = host.to(Device::cuda(0));
+  ops::scale_boxes_round_(cpu, gain, pw, ph, h0, w0);
+  ops::scale_boxes_round_(gpu, gain, pw, ph, h0, w0);
+  EXPECT_EQ(gpu.device(), Device::cuda(0));
+  const auto c = cpu.to_vector<float>(), g = gpu.to(Device::cpu()).to_vector<float>();
+  ASSERT_EQ(c.size(), g.size());
+  EXPECT_EQ(std::memcmp(c.data(), g.data(), c.size() * sizeof(float)), 0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t k = 0; k < cols; ++k) {
+      const float in = v[static_cast<size_t>(i * cols + k)], out = c[static_cast<size_t>(i * cols + k)];
+      if (k >= 4) {
+        EXPECT_EQ(std::memcmp(&in, &out, sizeof in), 0) << "column " << k << " changed";
+        continue;
+      }
+      if (std::isnan(in)) {
+        EXPECT_TRUE(std::isnan(out));
+        continue;
+      }
+      double d = (static_cast<double>(in) - (k % 2 == 0 ? pw : ph)) / gain;
+      d = std::clamp(d, 0.0, static_cast<double>(k % 2 == 0 ? w0 : h0));
+      EXPECT_EQ(out, std::nearbyint(static_cast<float>(d))) << "row " << i << " column " << k;
+    }
+  EXPECT_EQ(c[0], 2.f);
+  EXPECT_EQ(c[1], 4.f);
+  EXPECT_EQ(c[3], static_cast<float>(h0));
 }
 
 #if defined(Y9_CUDA_EMULATOR)
