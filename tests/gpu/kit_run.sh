@@ -57,6 +57,7 @@ export LD_LIBRARY_PATH="${cuda_dirs}${LD_LIBRARY_PATH:+${cuda_dirs:+:}$LD_LIBRAR
 # The test data the kit carries (kit.sh): official fixtures and 8 coco128 images.
 [ -d "$KIT/reference" ] && export YOLOV9_REFERENCE="$KIT/reference"
 [ -d "$KIT/coco128" ] && export YOLOV9_COCO128="$KIT/coco128"
+[ -d "$KIT/configs/models" ] && export YOLOV9_CONFIGS="$KIT/configs/models"  # cuda_val_bench
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-4}"
 echo "== y9 gpu kit ($MODE) in $KIT"
 echo "   $(cat "$KIT/VERSION" 2>/dev/null)"
