@@ -10,6 +10,7 @@
 // new backends and dtypes plug in without new test code).
 #include <gtest/gtest.h>
 #include <opencv2/imgproc.hpp>
+#include <algorithm>
 #include <cstring>
 
 #include <cmath>
@@ -585,6 +586,30 @@ std::vector<Row> rows() {
                    all.insert(all.end(), rows.begin(), rows.end());
                  }
                  return Tensor::from_vector<float>(all, {static_cast<int64_t>(all.size()) / 8, 8}).to(DType::F64);
+               }});
+  // detect's letterbox undo (kernels/common/nms.h scale_boxes, F32 only): 30 rows of 6 values in
+  // -100..740 (inside, outside and across a 640 x 427 image letterboxed to 640 x 448), in place;
+  // columns 4 and 5 untouched. The reference writes the formula out on the host.
+  r.push_back({"scale_boxes (detect)", {"scale_boxes"},
+               [=] { return std::vector<Input>{in(rnd({30, 6}, 181, -100, 740), false)}; },
+               [](const Inputs& x) {
+                 Tensor d = x[0].to(DType::F32).contiguous().clone();
+                 const double gain = 1.0;  // min(448 / 427, 640 / 640)
+                 ops::scale_boxes_round_(d, gain, (640 - 640 * gain) / 2, (448 - 427 * gain) / 2, 427, 640);
+                 return d;
+               },
+               GradMode::None,
+               [](const Inputs& x) {
+                 std::vector<float> v = x[0].to(DType::F32).to_vector<float>();
+                 const double gain = 1.0, pw = 0.0, ph = (448 - 427 * gain) / 2;
+                 for (size_t i = 0; i < v.size(); ++i) {
+                   const int k = static_cast<int>(i % 6);
+                   if (k >= 4) continue;
+                   double d = (static_cast<double>(v[i]) - (k % 2 == 0 ? pw : ph)) / gain;
+                   d = std::clamp(d, 0.0, k % 2 == 0 ? 640.0 : 427.0);
+                   v[i] = std::nearbyint(static_cast<float>(d));
+                 }
+                 return Tensor::from_vector<float>(v, {30, 6}).to(DType::F64);
                }});
   // Device augmentation (kernels/common/augment.h: uint8 BGR tiles in, RGB planes out as
   // float(u8) / 255 in F32/F16/BF16; no F64): one 7 x 9 image, letterboxed to 8 x 12 (resized to
