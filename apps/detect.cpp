@@ -134,7 +134,9 @@ void register_detect(CLI::App& app) {
             ->capture_default_str();
         s.add_option("--conf-thres,--conf", a.conf_thres, "confidence threshold")->capture_default_str()->check(CLI::Range(0.0, 1.0));
         s.add_option("--iou-thres,--iou", a.iou_thres, "NMS IoU threshold")->capture_default_str()->check(CLI::Range(0.0, 1.0));
-        s.add_option("--max-det", a.max_det, "maximum detections per image")->capture_default_str();
+        s.add_option("--max-det", a.max_det, "maximum detections per image")
+            ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
+            ->capture_default_str();
         s.add_option("--device", a.device, "cuda device, i.e. 0 or 0,1,2,3 or cpu");
         s.add_flag("--view-img", a.view_img, "show results (notice: headless)");
         s.add_flag("--save-txt", a.save_txt, "save results to *.txt");

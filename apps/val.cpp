@@ -142,7 +142,9 @@ void register_val(CLI::App& app) {
             ->capture_default_str();
         s.add_option("--conf-thres,--conf", a.conf_thres, "confidence threshold")->capture_default_str()->check(CLI::Range(0.0, 1.0));
         s.add_option("--iou-thres,--iou", a.iou_thres, "NMS IoU threshold")->capture_default_str()->check(CLI::Range(0.0, 1.0));
-        s.add_option("--max-det", a.max_det, "maximum detections per image")->capture_default_str();
+        s.add_option("--max-det", a.max_det, "maximum detections per image")
+            ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
+            ->capture_default_str();
         s.add_option("--task", a.task, "train, val, test or speed")
             ->check(CLI::IsMember({"train", "val", "test", "speed", "study"}))
             ->capture_default_str();

@@ -125,6 +125,13 @@ LoadedImage load_image(const std::string& path, int img_size, bool augment) {
   return li;
 }
 
+void check_loaded_size(const std::string& path, cv::Size got, cv::Size want, int scanned_w, int scanned_h,
+                       int img_size) {
+  Y9_CHECK_T(engine::IoError, got == want, "image ", path, " changed since the scan: at --img ", img_size,
+             " it loads as ", got.width, "x", got.height, ", not the ", want.width, "x", want.height,
+             " of its scanned size ", scanned_w, "x", scanned_h);
+}
+
 RectBatches rect_batches(const std::vector<ImageRecord>& records, int batch_size, int img_size, int stride,
                          double pad) {
   Y9_CHECK(batch_size > 0, "rect_batches: batch_size must be > 0");
@@ -313,6 +320,9 @@ Tile AugmentedDataset::load_tile(int64_t index) const {
   const ImageRecord& r = records_[index];
   Tile t;
   t.img = load_image(r.image_path, opts_.img_size, opts_.augment).img;
+  if (r.width > 0 && r.height > 0)  // as the GPU path, which plans from the scanned size
+    check_loaded_size(r.image_path, t.img.size(), load_image_size(r.width, r.height, opts_.img_size), r.width,
+                      r.height, opts_.img_size);
   t.labels = r.labels;
   return t;
 }
@@ -387,9 +397,7 @@ void AugmentedDataset::decode_tile_region(int64_t index, int w, int h, const cv:
   }
   if (!got) {
     rows = load_image(r.image_path, s, opts_.augment).img;
-    Y9_CHECK_T(engine::IoError, rows.rows == h && rows.cols == w, "image ", r.image_path, " decodes to ",
-               rows.cols, "x", rows.rows, " but was scanned as ", r.width, "x", r.height,
-               " (file changed since the scan?)");
+    check_loaded_size(r.image_path, rows.size(), cv::Size(w, h), r.width, r.height, s);
   }
   if (!placed) rows(bv).copyTo(dst);
 }
@@ -558,6 +566,11 @@ Sample AugmentedDataset::get(int64_t index, int epoch, PixelOps* deferred, Sampl
     if (pixels || r.width <= 0 || r.height <= 0) {
       li = load_image(r.image_path, opts_.img_size, opts_.augment);
       sz = li.img.size();
+      // As the GPU path, which plans from the scanned size: a file changed since the scan is an
+      // error here too (training replaces the sample, validation stops naming the file).
+      if (r.width > 0 && r.height > 0)
+        check_loaded_size(r.image_path, sz, load_image_size(r.width, r.height, opts_.img_size), r.width, r.height,
+                          opts_.img_size);
     } else {
       li.h0 = r.height;
       li.w0 = r.width;

@@ -63,6 +63,12 @@ struct LoadedImage {
 /// with INTER_LINEAR when `augment` or r > 1, else INTER_AREA. Throws engine::IoError.
 LoadedImage load_image(const std::string& path, int img_size, bool augment);
 
+/// Throws engine::IoError naming `path` when load_image's output size `got` differs from `want`,
+/// the size load_image gives for the scanned size scanned_w x scanned_h at `img_size`: the file
+/// changed since the scan (its size and mtime kept, so the label cache was trusted).
+void check_loaded_size(const std::string& path, cv::Size got, cv::Size want, int scanned_w, int scanned_h,
+                       int img_size);
+
 /// Rectangular batches (official `--rect`): sorts images by h/w ascending and gives each batch
 /// the shape ceil(factor * img_size / stride + pad) * stride (pad 0 train, 0.5 val).
 /// `order[i]` = dataset index of the i-th image, `shapes[b]` = {h, w} of batch b.

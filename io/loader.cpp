@@ -190,10 +190,8 @@ std::optional<DataLoader::Slot> DataLoader::make_plan_batch(const std::vector<in
     image = -1;
     if (!p.mosaic) {
       image = decode(p.index);
-      const cv::Mat& im = decoded.back();
-      Y9_CHECK_T(engine::IoError, im.rows == p.img_h && im.cols == p.img_w, "image ",
-                 ds_->records()[p.index].image_path, " decodes to ", im.cols, "x", im.rows, " but was scanned as ",
-                 p.img_w, "x", p.img_h, " (file changed since the scan?)");
+      const ImageRecord& r = ds_->records()[p.index];
+      check_loaded_size(r.image_path, decoded.back().size(), cv::Size(p.img_w, p.img_h), r.width, r.height, s);
       return;
     }
     for (int m = 0; m < p.nmosaic; ++m)
@@ -217,10 +215,8 @@ std::optional<DataLoader::Slot> DataLoader::make_plan_batch(const std::vector<in
           continue;
         }
         tiles[m][k] = decode(mp.index[k]);
-        const cv::Mat& im = decoded.back();
-        Y9_CHECK_T(engine::IoError, im.rows == mp.h[k] && im.cols == mp.w[k], "image ",
-                   ds_->records()[mp.index[k]].image_path, " decodes to ", im.cols, "x", im.rows,
-                   " but was scanned as ", mp.w[k], "x", mp.h[k], " (file changed since the scan?)");
+        const ImageRecord& r = ds_->records()[mp.index[k]];
+        check_loaded_size(r.image_path, decoded.back().size(), cv::Size(mp.w[k], mp.h[k]), r.width, r.height, s);
       }
   };
   for (int64_t i = lo; i < hi; ++i) {
@@ -232,6 +228,7 @@ std::optional<DataLoader::Slot> DataLoader::make_plan_batch(const std::vector<in
     int64_t image = -1;
     int64_t index = order[i];
     std::exception_ptr first;  // the sample's own error, thrown when no replacement works
+    std::vector<std::string> failures;
     for (int64_t t = 0;; ++t) {
       const size_t mark = decoded.size();
       try {
@@ -242,10 +239,12 @@ std::optional<DataLoader::Slot> DataLoader::make_plan_batch(const std::vector<in
       } catch (const engine::IoError& e) {
         decoded.resize(mark);  // drop the failed sample's tiles
         if (!first) first = std::current_exception();
-        index = replacement(order, lo, hi, i, t, e);
+        failures.push_back(e.message());
+        index = replacement(order, lo, hi, i, t);
         if (index < 0) std::rethrow_exception(first);
       }
     }
+    if (!failures.empty()) warn_replaced(failures, index);
     Y9_CHECK_SHAPE(plans.empty() || (plan.out_h == plans[0].out_h && plan.out_w == plans[0].out_w), "collate: sample ",
                    i - lo, " is ", plan.out_w, "x", plan.out_h, ", batch is ", plans[0].out_w, "x", plans[0].out_h);
     for (size_t k = 0; k < labels.size(); k += 5) {
@@ -317,20 +316,21 @@ std::optional<DataLoader::Slot> DataLoader::make_plan_batch(const std::vector<in
   return slot;
 }
 
-int64_t DataLoader::replacement(const std::vector<int64_t>& order, int64_t lo, int64_t hi, int64_t i, int64_t t,
-                                const engine::IoError& e) const {
+int64_t DataLoader::replacement(const std::vector<int64_t>& order, int64_t lo, int64_t hi, int64_t i,
+                                int64_t t) const {
   constexpr int64_t kMaxReplacements = 8;
   const bool rect = ds_->options().rect;
   const int64_t n = ds_->size(), choices = rect ? hi - lo - 1 : n - 1;
   if (!ds_->options().augment || t >= std::min(kMaxReplacements, choices)) return -1;
-  const int64_t index = rect ? order[static_cast<size_t>(lo + (i - lo + t + 1) % (hi - lo))] : (order[i] + t + 1) % n;
-  const std::string msg = e.message();
+  return rect ? order[static_cast<size_t>(lo + (i - lo + t + 1) % (hi - lo))] : (order[i] + t + 1) % n;
+}
+
+void DataLoader::warn_replaced(const std::vector<std::string>& failures, int64_t index) const {
   std::lock_guard<std::mutex> lk(warn_mu_);
-  if (warned_.insert(msg).second) {
-    std::printf("WARNING %s: sample replaced by %s\n", msg.c_str(), ds_->records()[index].image_path.c_str());
-    std::fflush(stdout);
-  }
-  return index;
+  for (const std::string& msg : failures)
+    if (warned_.insert(msg).second)
+      std::printf("WARNING %s: sample replaced by %s\n", msg.c_str(), ds_->records()[index].image_path.c_str());
+  std::fflush(stdout);
 }
 
 void DataLoader::render_on_device(Slot& slot) const {
@@ -370,6 +370,7 @@ std::optional<DataLoader::Slot> DataLoader::make_batch(const std::vector<int64_t
     Sample s;
     int64_t index = order[i];
     std::exception_ptr first;  // the sample's own error, thrown when no replacement works
+    std::vector<std::string> failures;
     for (int64_t t = 0;; ++t) {
       try {
         ops = PixelOps{};
@@ -377,10 +378,12 @@ std::optional<DataLoader::Slot> DataLoader::make_batch(const std::vector<int64_t
         break;
       } catch (const engine::IoError& e) {
         if (!first) first = std::current_exception();
-        index = replacement(order, lo, hi, i, t, e);
+        failures.push_back(e.message());
+        index = replacement(order, lo, hi, i, t);
         if (index < 0) std::rethrow_exception(first);
       }
     }
+    if (!failures.empty()) warn_replaced(failures, index);
     w.add(s, ops, ds_->records()[index].image_path);
   }
   Slot slot;

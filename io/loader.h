@@ -95,7 +95,8 @@ struct LoaderStats {
 /// Unreadable images while training (AugmentedDataset::options().augment): an image that fails
 /// to decode when its sample is produced (engine::IoError: the file was damaged, emptied or
 /// removed after the scan, which drops what is unreadable then) gets one warning naming the file
-/// ("WARNING <message>: sample replaced by <path>", once per message, on stdout), and its sample
+/// ("WARNING <message>: sample replaced by <path>", once per message, on stdout, naming the sample
+/// that was read in its place), and its sample
 /// is replaced, not lost: the sample of dataset index (index + k) % n (k = 1, 2, ...; in rect
 /// mode, whose shapes are per batch, the next sample of the same batch, cyclically) takes its
 /// place with its own seeded draws, so the batch keeps its size and the CPU and GPU paths
@@ -158,11 +159,12 @@ class DataLoader {
   std::optional<Slot> make_batch(const std::vector<int64_t>& order, int epoch, int64_t b, uint64_t gen) const;
   /// The GPU path of make_batch: plans, labels and decoded tiles.
   std::optional<Slot> make_plan_batch(const std::vector<int64_t>& order, int epoch, int64_t b, uint64_t gen) const;
-  /// The dataset index that replaces sample position i of batch [lo, hi) of `order` after its
-  /// t-th failed attempt (t >= 0) failed with `e`: warns once per message (see the class
-  /// comment). -1 (no warning) when augmentation is off or no replacement is left.
-  int64_t replacement(const std::vector<int64_t>& order, int64_t lo, int64_t hi, int64_t i, int64_t t,
-                      const engine::IoError& e) const;
+  /// The dataset index to try for sample position i of batch [lo, hi) of `order` after its t-th
+  /// failed attempt (t >= 0); -1 when augmentation is off or no replacement is left.
+  int64_t replacement(const std::vector<int64_t>& order, int64_t lo, int64_t hi, int64_t i, int64_t t) const;
+  /// After a replacement (dataset index `index`) succeeded: one warning per failure message not
+  /// yet printed, naming the replacement (see the class comment).
+  void warn_replaced(const std::vector<std::string>& failures, int64_t index) const;
   /// Uploads slot.work and renders its images into slot.batch.images on opts_.device.
   void render_on_device(Slot& slot) const;
   void restart_locked(int epoch, std::map<std::pair<int, int64_t>, Slot>& dropped);

@@ -1617,11 +1617,31 @@ bool Trainer::end_epoch(int64_t epoch, const std::array<double, 3>& mloss, doubl
                         double t_epoch, int64_t batches, const double* times) {
   std::vector<double> lrs;
   for (const auto& g : opt_->param_groups()) lrs.push_back(g.lr);
-  sched_->step();
   const bool final_epoch = epoch + 1 == o_.epochs || stopper_.possible_stop;
   TrainValResult vr;
   // Validation on rank 0 while the others wait in the broadcast below (no deadline, no spinning).
-  if (val_ds_ && (main_ || val_sharded_) && (!o_.noval || final_epoch)) vr = validate();
+  if (val_ds_ && (main_ || val_sharded_) && (!o_.noval || final_epoch)) {
+    try {
+      vr = validate();
+    } catch (const engine::IoError& e) {
+      // A data error in validation (an image damaged after the scan; validation never substitutes
+      // an image): keep the epoch's training as a data error in a batch does. The checkpoint has
+      // every batch of this epoch done, so --resume runs only this validation and goes on.
+      // Data-parallel: the other ranks wait in a collective, so the error ends the run (every
+      // rank) and --resume continues from the last epoch checkpoint.
+      if (dp_ && dp_->world_size() > 1)
+        Y9_THROW(engine::IoError, e.message(), "\nData error in validation after epoch ", epoch, " on rank ",
+                 dp_->rank(), "; fix the data, then continue with --resume (from the last epoch checkpoint)");
+      save_last(epoch - 1, nb_, mloss);
+      const std::string last = (wdir_ / "last.safetensors").string();
+      Y9_THROW(engine::IoError, e.message(), "\nData error in validation after epoch ", epoch, ": saved ", last,
+               " (all ", nb_, " batches of this epoch done); fix the data, then continue with: yolov9 train --resume ",
+               last);
+    }
+  }
+  // The official order steps the scheduler before validation; validation does not read the lr, and
+  // stepping after it keeps the data-error checkpoint above the same as a stop after the last batch.
+  sched_->step();
   const double fi = vr.fitness();
   bool stop = stopper_(epoch, fi);
   if (dp_) {

@@ -311,6 +311,35 @@ TEST(DataLoader, UnreadableImagesAreReplacedWhileTraining) {
   EXPECT_THROW({ while (dl.next(b)) {} }, engine::IoError);
 }
 
+TEST(DataLoader, ImagesChangedSinceTheScanAreReplacedInRectBatches) {
+  // An image whose size changed after the scan (a valid file: its batch shape and labels are the
+  // scan's) is an error on the CPU path as on the GPU path, which plans from the scanned size: in
+  // --rect training it is replaced by the next sample of its batch, with a warning naming it.
+  tiny::TempDir d("loader_rect_changed");
+  std::vector<io::ImageRecord> recs = tiny::loader_records(d.path, 8);
+  io::AugmentOptions ao;
+  ao.img_size = 32;
+  ao.augment = true;
+  ao.rect = true;
+  ao.batch_size = 4;
+  ao.seed = 3;
+  auto ds = std::make_shared<io::AugmentedDataset>(recs, ao);
+  tiny::write_image(d.path / "i2.png", tiny::make_image(90, 12, 5));  // was 40 x 40
+  io::LoaderOptions o;
+  o.batch_size = 4;
+  o.workers = 0;
+  io::DataLoader dl(ds, o);
+  testing::internal::CaptureStdout();
+  dl.start_epoch(0);
+  Epoch e;
+  ASSERT_NO_THROW(e = drain(dl));
+  const std::string out = testing::internal::GetCapturedStdout();
+  ASSERT_EQ(e.size(), 2u);
+  for (const Flat& f : e) EXPECT_EQ(f.idx.size(), 4u);
+  EXPECT_NE(out.find("i2.png changed since the scan"), std::string::npos) << out;
+  EXPECT_NE(out.find("sample replaced by"), std::string::npos) << out;
+}
+
 TEST(DataLoader, WorkerErrorAtItsBatchInItsEpoch) {
   tiny::TempDir d("loader_err_pos");
   auto ds = make_ds(d, 4, /*augment*/ false);  // no mosaic: batch k reads image k only
