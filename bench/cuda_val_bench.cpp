@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "apps/training/evaluator.h"
+#include "bench/official_baseline.h"
 #include "engine/backend.h"
 #include "engine/device.h"
 #include "graph/model.h"
@@ -27,21 +28,11 @@
 
 namespace {
 
-std::string env_or(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? v : fallback;
-}
+using bench::env_or;
 
 std::string coco128_dir() { return env_or("YOLOV9_COCO128", "../shared/data/coco128"); }
 
-std::string config_dir() {
-  if (const char* e = std::getenv("YOLOV9_CONFIGS")) return e;
-#ifdef Y9_BENCH_SOURCE_DIR
-  return std::string(Y9_BENCH_SOURCE_DIR) + "/configs/models";
-#else
-  return "configs/models";
-#endif
-}
+using bench::config_dir;
 
 int batch_size() { return std::clamp(std::atoi(env_or("Y9_VAL_BENCH_BATCH", "32").c_str()), 1, 1024); }
 

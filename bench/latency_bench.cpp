@@ -32,6 +32,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/training/weights.h"
+#include "bench/official_baseline.h"
 #include "engine/autograd.h"
 #include "engine/tensor.h"
 #include "graph/fuse.h"
@@ -46,10 +47,7 @@ using engine::Tensor;
 const char* kModels[] = {"yolov9-s-converted", "gelan-s-converted"};
 constexpr int64_t kImg = 640;
 
-std::string env_or(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? v : fallback;
-}
+using bench::env_or;
 // A positive integer from the environment; a bad value ends the program naming the variable (this
 // runs at benchmark registration, before main).
 int positive_env(const char* name, const char* fallback) {

@@ -26,16 +26,8 @@ using engine::Tensor;
 
 const char* kModels[] = {"yolov9-t", "yolov9-s"};
 
-// Model YAMLs: $YOLOV9_CONFIGS, else configs/models under the source tree (when the build
-// defines Y9_SOURCE_DIR) or the current directory.
-std::string config_dir() {
-  if (const char* e = std::getenv("YOLOV9_CONFIGS")) return e;
-#ifdef Y9_BENCH_SOURCE_DIR
-  return std::string(Y9_BENCH_SOURCE_DIR) + "/configs/models";
-#else
-  return "configs/models";
-#endif
-}
+// Model YAMLs: bench::config_dir ($YOLOV9_CONFIGS or the source tree's configs/models).
+using bench::config_dir;
 
 std::shared_ptr<graph::Model> make(int64_t m) {
   return graph::Model::from_yaml(config_dir() + "/" + kModels[m] + ".yaml");

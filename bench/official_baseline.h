@@ -1,4 +1,5 @@
-// Runs a script of bench/official/ against the official PyTorch YOLOv9 (folder in env
+// Shared helpers of the benchmarks: environment settings, the model YAML folder, and
+// run_official, which runs a script of bench/official/ against the official PyTorch YOLOv9 (folder in env
 // YOLOV9_OFFICIAL, interpreter /usr/bin/python3 or env YOLOV9_PYTHON) and returns the JSON object
 // it prints on its last line; std::nullopt when the variable is unset or the script fails, so a
 // benchmark can skip its baseline column.
@@ -12,6 +13,23 @@
 #include <nlohmann/json.hpp>
 
 namespace bench {
+
+/// The value of environment variable `name`, or `fallback` when it is unset or empty.
+inline std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : fallback;
+}
+
+/// The model YAML folder: $YOLOV9_CONFIGS, else configs/models under the source tree (when the
+/// build defines Y9_BENCH_SOURCE_DIR) or under the current directory.
+inline std::string config_dir() {
+  if (const char* e = std::getenv("YOLOV9_CONFIGS"); e && *e) return e;
+#ifdef Y9_BENCH_SOURCE_DIR
+  return std::string(Y9_BENCH_SOURCE_DIR) + "/configs/models";
+#else
+  return "configs/models";
+#endif
+}
 
 inline std::optional<nlohmann::json> run_official(const std::string& script, const std::string& args) {
   const char* root = std::getenv("YOLOV9_OFFICIAL");

@@ -71,13 +71,10 @@ kernels::AugWarp image_warp(const SamplePlan& p, int64_t off, int64_t step) {
 }
 
 kernels::LetterboxSample letterbox_sample(const SamplePlan& p, int64_t off, int64_t step) {
-  kernels::LetterboxSample s{};
-  s.offset = off;
-  s.step = step;
-  s.h = p.img_h, s.w = p.img_w;
-  s.nw = p.nw, s.nh = p.nh;
-  s.top = p.top, s.left = p.left;
-  return s;
+  LetterboxGeometry g;
+  g.nw = p.nw, g.nh = p.nh;
+  g.top = p.top, g.left = p.left;
+  return letterbox_sample(g, p.img_h, p.img_w, off, step);
 }
 
 kernels::AugSample aug_sample(const SamplePlan& p, const kernels::AugWarp& w0, const kernels::AugWarp* w1) {

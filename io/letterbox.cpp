@@ -68,4 +68,14 @@ LetterboxResult letterbox(const cv::Mat& im, int new_h, int new_w, bool auto_pad
   return out;
 }
 
+kernels::LetterboxSample letterbox_sample(const LetterboxGeometry& g, int h, int w, int64_t off, int64_t step) {
+  kernels::LetterboxSample s{};
+  s.offset = off;
+  s.step = step;
+  s.h = h, s.w = w;
+  s.nw = g.nw, s.nh = g.nh;
+  s.top = g.top, s.left = g.left;
+  return s;
+}
+
 }  // namespace io

@@ -3,7 +3,11 @@
 // and the training pipeline; the inference build links only this part of the image pipeline.
 #pragma once
 
+#include <cstdint>
+
 #include <opencv2/core.hpp>
+
+#include "kernels/common/augment.h"
 
 namespace io {
 
@@ -34,5 +38,11 @@ LetterboxGeometry letterbox_geometry(int h, int w, int new_h, int new_w, bool au
 /// H x W x 3 uint8. Throws engine::Error on an empty image or non-positive target.
 LetterboxResult letterbox(const cv::Mat& im, int new_h, int new_w, bool auto_pad = false, bool scale_fill = false,
                           bool scaleup = true, int stride = 32);
+
+/// The kLetterbox record (kernels/common/augment.h) that letterboxes an h x w x 3 uint8 BGR image,
+/// stored at arena byte offset `off` with row step `step` bytes, with geometry `g` (of
+/// letterbox_geometry(h, w, ...)): the bytes of letterbox() on a device. Shared by the GPU
+/// augmentation's non-mosaic samples (io/augment_device.cpp) and `detect --device` (detector.cpp).
+kernels::LetterboxSample letterbox_sample(const LetterboxGeometry& g, int h, int w, int64_t off, int64_t step);
 
 }  // namespace io

@@ -123,12 +123,7 @@ Tensor letterbox_on_device(const cv::Mat& im0, const io::LetterboxGeometry& g, e
   const int64_t rec = 64, row = 3 * static_cast<int64_t>(im0.cols);
   Tensor host = engine::empty_from_allocator(engine::pinned_host_allocator(), {rec + row * im0.rows}, DType::U8);
   uint8_t* base = host.data<uint8_t>();
-  kernels::LetterboxSample s{};
-  s.offset = rec;
-  s.step = row;
-  s.h = im0.rows, s.w = im0.cols;
-  s.nw = g.nw, s.nh = g.nh;
-  s.top = g.top, s.left = g.left;
+  const kernels::LetterboxSample s = io::letterbox_sample(g, im0.rows, im0.cols, rec, row);
   std::memcpy(base, &s, sizeof s);
   for (int y = 0; y < im0.rows; ++y) std::memcpy(base + rec + row * y, im0.ptr<uint8_t>(y), static_cast<size_t>(row));
   const Tensor arena = host.to(device);
