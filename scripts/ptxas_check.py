@@ -20,11 +20,13 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
 
 PTXAS_FLAGS = "-Xptxas=-v,-warn-spills,-warn-lmem-usage"
+CCACHE = shutil.which("ccache")
 RE_ENTRY = re.compile(r"Compiling entry function '([^']+)' for '(sm_\d+)'")
 RE_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 RE_USED = re.compile(r"Used (\d+) registers(?:.*?, (\d+) bytes smem)?")
@@ -38,6 +40,10 @@ def compile_one(entry, tmp):
         i = args.index("-o")
         args[i + 1] = os.path.join(tmp, os.path.basename(entry["file"]) + ".o")
     args.insert(1, PTXAS_FLAGS)
+    # Through the compiler cache when there is one: it keeps ptxas's report (stderr) with the
+    # object, so an unchanged kernel file is not compiled again on the next run.
+    if CCACHE:
+        args.insert(0, CCACHE)
     p = subprocess.run(args, cwd=entry["directory"], capture_output=True, text=True)
     return entry["file"], p.returncode, p.stdout + p.stderr
 
