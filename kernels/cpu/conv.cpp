@@ -2,6 +2,7 @@
 // path of finite-difference checks and of the F32 path's tests). The oneDNN engine, stream and a
 // primitive cache keyed by the convolution geometry live in the CPU device context (OneDnnState),
 // so a primitive descriptor is built once per shape and direction.
+#include <cstdlib>
 #include <cstring>
 #include <list>
 #include <map>
@@ -51,35 +52,7 @@ class LruCache {
   std::map<K, std::pair<typename std::list<K>::iterator, V>> map_;
 };
 
-/// A primitive descriptor and the primitive built from it.
-template <typename Pd>
-struct Cached {
-  Pd pd;
-  dnnl::primitive prim;
-};
 
-/// oneDNN state of the CPU context: engine, stream and the primitive cache (per direction, keyed
-/// by the geometry; a primitive descriptor is built once per shape). Executions are serialised by
-/// `mu` (a dnnl::stream is not thread-safe); oneDNN parallelises inside each one.
-struct OneDnnState {
-  static constexpr size_t kCapacity = 512;  // per direction; one model has about 100 convs
-  explicit OneDnnState(engine::DeviceContext&)
-      : eng(dnnl::engine::kind::cpu, 0), stream(eng), fwd(kCapacity), bwd_data(kCapacity), bwd_weights(kCapacity) {}
-  dnnl::engine eng;
-  dnnl::stream stream;
-  std::mutex mu;
-  // Key: direction (0 fwd, 1 bwd data, 2 bwd weights), bias, then the geometry.
-  using Key = std::tuple<int, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                         int64_t, int64_t, int64_t, int64_t, int64_t>;
-  LruCache<Key, Cached<dnnl::convolution_forward::primitive_desc>> fwd;
-  LruCache<Key, Cached<dnnl::convolution_backward_data::primitive_desc>> bwd_data;
-  LruCache<Key, Cached<dnnl::convolution_backward_weights::primitive_desc>> bwd_weights;
-};
-
-OneDnnState::Key key_of(int dir, bool bias, const Conv2dShape& s) {
-  return {dir, bias, s.n, s.c_in, s.h, s.w, s.c_out, s.kh, s.kw, s.stride_h, s.stride_w, s.pad_h, s.pad_w, s.dil_h,
-          s.dil_w, s.groups};
-}
 
 struct Mds {
   memory::desc src, wei, bias, dst;                 // plain (user) layouts
@@ -109,20 +82,91 @@ Mds make_mds(const Conv2dShape& s) {
   return m;
 }
 
-/// User memory wrapped as `want`; reordered into a new buffer when the layouts differ.
-memory as_layout(const dnnl::engine& eng, const memory& user, const memory::desc& want, dnnl::stream& st) {
+/// A primitive descriptor, the primitive built from it and the memory descriptors of its
+/// geometry (built once per key, so a cache hit creates no descriptor).
+template <typename Pd>
+struct Cached {
+  Pd pd;
+  dnnl::primitive prim;
+  Mds m;
+};
+
+/// A grow-only, 64-byte aligned host buffer that holds one operand of an execution in oneDNN's
+/// chosen layout (the reorders of src / weights / dst), reused by the next execution instead of a
+/// fresh allocation (and its page faults) per call. Only for operands of at most kMaxBytes: larger
+/// ones (training batches at full size) get a buffer of their own per call, as before, so the
+/// state never holds more than 3 x kMaxBytes per direction.
+class ReorderBuffer {
+ public:
+  static constexpr size_t kMaxBytes = size_t(8) << 20;
+  ReorderBuffer() = default;
+  ReorderBuffer(const ReorderBuffer&) = delete;
+  ReorderBuffer& operator=(const ReorderBuffer&) = delete;
+  ~ReorderBuffer() { std::free(p_); }
+  /// Memory of layout `d`: in this buffer when it fits in kMaxBytes, else a new oneDNN buffer.
+  memory make(const memory::desc& d, const dnnl::engine& eng) {
+    const size_t n = d.get_size();
+    if (n > kMaxBytes) return memory(d, eng);
+    if (n > cap_) {
+      std::free(p_);
+      cap_ = 0;
+      p_ = std::aligned_alloc(64, (n + 63) / 64 * 64);
+      Y9_CHECK(p_ != nullptr, "conv2d (oneDNN): out of memory allocating a ", n, "-byte reorder buffer");
+      cap_ = n;
+    }
+    return memory(d, eng, p_);
+  }
+
+ private:
+  void* p_ = nullptr;
+  size_t cap_ = 0;
+};
+
+/// The reorder buffers of one direction: one per operand that may need a reorder.
+struct ReorderBuffers {
+  ReorderBuffer in0, in1, out;
+};
+
+/// User memory wrapped as `want`; reordered into `buf` when the layouts differ.
+memory as_layout(const dnnl::engine& eng, const memory& user, const memory::desc& want, dnnl::stream& st,
+                 ReorderBuffer& buf) {
   if (user.get_desc() == want) return user;
-  memory m(want, eng);
+  memory m = buf.make(want, eng);
   dnnl::reorder(user, m).execute(st, const_cast<memory&>(user), m);
   return m;
 }
 
-/// Output memory in layout `have`; call finish() to reorder it into the user buffer.
-memory out_layout(const dnnl::engine& eng, const memory& user, const memory::desc& have) {
-  return user.get_desc() == have ? user : memory(have, eng);
+/// Output memory in layout `have` (in `buf` when it differs from the user's); call finish() to
+/// reorder it into the user buffer.
+memory out_layout(const dnnl::engine& eng, const memory& user, const memory::desc& have, ReorderBuffer& buf) {
+  return user.get_desc() == have ? user : buf.make(have, eng);
 }
 void finish(memory& produced, memory& user, dnnl::stream& st) {
   if (produced.get(true) != user.get(true)) dnnl::reorder(produced, user).execute(st, produced, user);
+}
+
+/// oneDNN state of the CPU context: engine, stream and the primitive cache (per direction, keyed
+/// by the geometry; a primitive descriptor is built once per shape). Executions are serialised by
+/// `mu` (a dnnl::stream is not thread-safe); oneDNN parallelises inside each one.
+struct OneDnnState {
+  static constexpr size_t kCapacity = 512;  // per direction; one model has about 100 convs
+  explicit OneDnnState(engine::DeviceContext&)
+      : eng(dnnl::engine::kind::cpu, 0), stream(eng), fwd(kCapacity), bwd_data(kCapacity), bwd_weights(kCapacity) {}
+  dnnl::engine eng;
+  dnnl::stream stream;
+  std::mutex mu;
+  // Key: direction (0 fwd, 1 bwd data, 2 bwd weights), bias, then the geometry.
+  using Key = std::tuple<int, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                         int64_t, int64_t, int64_t, int64_t, int64_t>;
+  LruCache<Key, Cached<dnnl::convolution_forward::primitive_desc>> fwd;
+  LruCache<Key, Cached<dnnl::convolution_backward_data::primitive_desc>> bwd_data;
+  LruCache<Key, Cached<dnnl::convolution_backward_weights::primitive_desc>> bwd_weights;
+  ReorderBuffers fwd_buf, bwd_data_buf, bwd_weights_buf;  // reused reorder targets (under mu)
+};
+
+OneDnnState::Key key_of(int dir, bool bias, const Conv2dShape& s) {
+  return {dir, bias, s.n, s.c_in, s.h, s.w, s.c_out, s.kh, s.kw, s.stride_h, s.stride_w, s.pad_h, s.pad_w, s.dil_h,
+          s.dil_w, s.groups};
 }
 
 dnnl::convolution_forward::primitive_desc fwd_pd(const dnnl::engine& eng, const Mds& m, bool with_bias) {
@@ -177,14 +221,15 @@ dnnl::convolution_backward_weights::primitive_desc bwd_weights_pd(const dnnl::en
 }
 
 /// The cached primitive descriptor and primitive of `key` in `cache`, built by `make` on a miss.
+/// `make(mds)` builds the descriptor from the geometry's memory descriptors (make_mds(s)).
 template <typename Pd, typename Prim, typename Make>
-std::pair<const Pd*, dnnl::primitive*> cached(LruCache<OneDnnState::Key, Cached<Pd>>& cache, const OneDnnState::Key& key,
-                                             Make make) {
-  Cached<Pd>& c = cache.get(key, [&] {
-    Pd pd = make();
-    return Cached<Pd>{pd, Prim(pd)};
+const Cached<Pd>& cached(LruCache<OneDnnState::Key, Cached<Pd>>& cache, const OneDnnState::Key& key,
+                         const Conv2dShape& s, Make make) {
+  return cache.get(key, [&] {
+    Mds m = make_mds(s);
+    Pd pd = make(m);
+    return Cached<Pd>{pd, Prim(pd), m};
   });
-  return {&c.pd, &c.prim};
 }
 
 [[noreturn]] void rethrow(const dnnl::error& e, const char* what, const Conv2dShape& s) {
@@ -199,16 +244,18 @@ void conv2d_forward_onednn(OneDnnState& st, const Conv2dShape& s, const float* x
                            float* y) {
   try {
     std::lock_guard<std::mutex> lock(st.mu);
-    Mds m = make_mds(s);
-    auto [pd, prim] = cached<dnnl::convolution_forward::primitive_desc, dnnl::convolution_forward>(
-        st.fwd, key_of(0, bias != nullptr, s), [&] { return fwd_pd(st.eng, m, bias != nullptr); });
+    const auto& c = cached<dnnl::convolution_forward::primitive_desc, dnnl::convolution_forward>(
+        st.fwd, key_of(0, bias != nullptr, s), s, [&](const Mds& m) { return fwd_pd(st.eng, m, bias != nullptr); });
+    const Mds& m = c.m;
+    ReorderBuffers& b = st.fwd_buf;
     memory xu(m.src, st.eng, const_cast<float*>(x)), wu(m.wei, st.eng, const_cast<float*>(w));
     memory yu(m.dst, st.eng, y);
-    memory xm = as_layout(st.eng, xu, pd->src_desc(), st.stream), wm = as_layout(st.eng, wu, pd->weights_desc(), st.stream);
-    memory ym = out_layout(st.eng, yu, pd->dst_desc());
+    memory xm = as_layout(st.eng, xu, c.pd.src_desc(), st.stream, b.in0),
+           wm = as_layout(st.eng, wu, c.pd.weights_desc(), st.stream, b.in1);
+    memory ym = out_layout(st.eng, yu, c.pd.dst_desc(), b.out);
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, xm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, ym}};
     if (bias) args.emplace(DNNL_ARG_BIAS, memory(m.bias, st.eng, const_cast<float*>(bias)));
-    prim->execute(st.stream, args);
+    c.prim.execute(st.stream, args);
     finish(ym, yu, st.stream);
     st.stream.wait();
   } catch (const dnnl::error& e) {
@@ -219,15 +266,16 @@ void conv2d_forward_onednn(OneDnnState& st, const Conv2dShape& s, const float* x
 void conv2d_backward_data_onednn(OneDnnState& st, const Conv2dShape& s, const float* dy, const float* w, float* dx) {
   try {
     std::lock_guard<std::mutex> lock(st.mu);
-    Mds m = make_mds(s);
-    auto [pd, prim] = cached<dnnl::convolution_backward_data::primitive_desc, dnnl::convolution_backward_data>(
-        st.bwd_data, key_of(1, false, s), [&] { return bwd_data_pd(st.eng, m); });
+    const auto& c = cached<dnnl::convolution_backward_data::primitive_desc, dnnl::convolution_backward_data>(
+        st.bwd_data, key_of(1, false, s), s, [&](const Mds& m) { return bwd_data_pd(st.eng, m); });
+    const Mds& m = c.m;
+    ReorderBuffers& b = st.bwd_data_buf;
     memory dyu(m.dst, st.eng, const_cast<float*>(dy)), wu(m.wei, st.eng, const_cast<float*>(w));
     memory dxu(m.src, st.eng, dx);
-    memory dym = as_layout(st.eng, dyu, pd->diff_dst_desc(), st.stream),
-           wm = as_layout(st.eng, wu, pd->weights_desc(), st.stream);
-    memory dxm = out_layout(st.eng, dxu, pd->diff_src_desc());
-    prim->execute(st.stream, {{DNNL_ARG_DIFF_DST, dym}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DIFF_SRC, dxm}});
+    memory dym = as_layout(st.eng, dyu, c.pd.diff_dst_desc(), st.stream, b.in0),
+           wm = as_layout(st.eng, wu, c.pd.weights_desc(), st.stream, b.in1);
+    memory dxm = out_layout(st.eng, dxu, c.pd.diff_src_desc(), b.out);
+    c.prim.execute(st.stream, {{DNNL_ARG_DIFF_DST, dym}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DIFF_SRC, dxm}});
     finish(dxm, dxu, st.stream);
     st.stream.wait();
   } catch (const dnnl::error& e) {
@@ -239,18 +287,20 @@ void conv2d_backward_weights_onednn(OneDnnState& st, const Conv2dShape& s, const
                                     float* dbias) {
   try {
     std::lock_guard<std::mutex> lock(st.mu);
-    Mds m = make_mds(s);
     const bool with_bias = dbias != nullptr;
-    auto [pd, prim] = cached<dnnl::convolution_backward_weights::primitive_desc, dnnl::convolution_backward_weights>(
-        st.bwd_weights, key_of(2, with_bias, s), [&] { return bwd_weights_pd(st.eng, m, with_bias); });
+    const auto& c = cached<dnnl::convolution_backward_weights::primitive_desc, dnnl::convolution_backward_weights>(
+        st.bwd_weights, key_of(2, with_bias, s), s,
+        [&](const Mds& m) { return bwd_weights_pd(st.eng, m, with_bias); });
+    const Mds& m = c.m;
+    ReorderBuffers& b = st.bwd_weights_buf;
     memory xu(m.src, st.eng, const_cast<float*>(x)), dyu(m.dst, st.eng, const_cast<float*>(dy));
     memory dwu(m.wei, st.eng, dw);
-    memory xm = as_layout(st.eng, xu, pd->src_desc(), st.stream),
-           dym = as_layout(st.eng, dyu, pd->diff_dst_desc(), st.stream);
-    memory dwm = out_layout(st.eng, dwu, pd->diff_weights_desc());
+    memory xm = as_layout(st.eng, xu, c.pd.src_desc(), st.stream, b.in0),
+           dym = as_layout(st.eng, dyu, c.pd.diff_dst_desc(), st.stream, b.in1);
+    memory dwm = out_layout(st.eng, dwu, c.pd.diff_weights_desc(), b.out);
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, xm}, {DNNL_ARG_DIFF_DST, dym}, {DNNL_ARG_DIFF_WEIGHTS, dwm}};
     if (with_bias) args.emplace(DNNL_ARG_DIFF_BIAS, memory(m.bias, st.eng, dbias));
-    prim->execute(st.stream, args);
+    c.prim.execute(st.stream, args);
     finish(dwm, dwu, st.stream);
     st.stream.wait();
   } catch (const dnnl::error& e) {
