@@ -4,8 +4,8 @@
 // does for one optimizer update: train-mode forward, ops::yolo_loss (dual), backward into the
 // ParamStore's flat gradient buffer, clip_grad_norm_, SGD over the three official parameter groups
 // (make_official_optimizer), ModelEMA::update over the parameter and BatchNorm-statistics flat
-// buffers. Compared: the loss items (1e-5 relative), every parameter gradient (the tolerance of
-// tests/train/model_loss_ref_test.cpp: max(1e-3, 3x our own one-ulp-input noise) of the tensor's
+// buffers. Compared: the loss items (1e-5 relative, or 3x their own one-ulp-input noise), every
+// parameter gradient (the tolerance of tests/train/model_loss_ref_test.cpp: max(1e-3, 3x our own one-ulp-input noise) of the tensor's
 // scale), the BatchNorm running statistics after the forward (1e-3 of scale), and, with the CPU
 // run given the CUDA run's gradients and statistics, the gradient norm, parameters, momentum
 // buffers, model state and EMA state after the update (1e-5 of each tensor's scale).
@@ -128,7 +128,16 @@ void update(StepRun& r) {
 
 // Parameter gradients on the CPU for the input scaled by (1 + f): our own float-rounding noise,
 // as tests/train/model_loss_ref_test.cpp measures it to set the per-tensor tolerance.
-std::map<std::string, Tensor> cpu_grads_scaled(const Tensor& images, const Tensor& targets, double f) {
+// The CPU run on the images scaled by (1 + f): its gradients and loss items, whose distance from the
+// unscaled run measures how far a one-ulp change of the input moves them (the noise floor that
+// the tolerances below scale).
+struct Scaled {
+  std::map<std::string, Tensor> grads;
+  std::vector<double> items;
+  double total = 0;
+};
+
+Scaled cpu_grads_scaled(const Tensor& images, const Tensor& targets, double f) {
   graph::BuildOptions bo;
   bo.seed = kSeed;
   auto m = graph::Model::from_yaml(yolov9t_yaml(), kNc, bo);
@@ -139,11 +148,14 @@ std::map<std::string, Tensor> cpu_grads_scaled(const Tensor& images, const Tenso
     x.mul_(1.0 + f);
   }
   auto o = m->forward(x);
-  ops::yolo_loss(o.raw, targets, ops::YoloLossConfig::dual(kNc)).total.backward();
-  std::map<std::string, Tensor> g;
+  auto L = ops::yolo_loss(o.raw, targets, ops::YoloLossConfig::dual(kNc));
+  L.total.backward();
+  Scaled r;
   for (const auto& [n, p] : m->named_parameters())
-    if (p.grad().defined()) g[n] = p.grad().detach().clone();
-  return g;
+    if (p.grad().defined()) r.grads[n] = p.grad().detach().clone();
+  r.items = L.items.to(DType::F64).to_vector<double>();
+  r.total = L.total.to(DType::F64).item<double>();
+  return r;
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -199,11 +211,18 @@ TEST(CudaStep, Yolov9tTrainingStepMatchesCpu) {
 
   // Loss items.
   const char* names[3] = {"box", "cls", "dfl"};
+  // Within 1e-5 relative, or 3x what a one-ulp scaling of the input moves them on the CPU (the
+  // SiLU of the CPU path rounds its own e^x, kernels/cpu/elementwise.cpp, and train-mode
+  // BatchNorm over 2x2 P5 maps amplifies such last-bit differences: 2.5e-5 relative measured).
+  auto tol = [](double cpu, double up, double down) {
+    return std::max(1e-5 * std::fabs(cpu), 3.0 * std::max(std::fabs(up - cpu), std::fabs(down - cpu)));
+  };
   for (int k = 0; k < 3; ++k) {
-    EXPECT_NEAR(gpu.items[k], cpu.items[k], 1e-5 * std::fabs(cpu.items[k])) << names[k];
-    std::printf("  %s: cuda %.8f cpu %.8f\n", names[k], gpu.items[k], cpu.items[k]);
+    const double t = tol(cpu.items[k], g_up.items[k], g_down.items[k]);
+    EXPECT_NEAR(gpu.items[k], cpu.items[k], t) << names[k];
+    std::printf("  %s: cuda %.8f cpu %.8f (tolerance %.2e)\n", names[k], gpu.items[k], cpu.items[k], t);
   }
-  EXPECT_NEAR(gpu.total, cpu.total, 1e-5 * std::fabs(cpu.total));
+  EXPECT_NEAR(gpu.total, cpu.total, tol(cpu.total, g_up.total, g_down.total));
 
   // Gradients: model_loss_ref_test.cpp's tolerance.
   ASSERT_EQ(gpu.grads.size(), cpu.grads.size());
@@ -211,7 +230,7 @@ TEST(CudaStep, Yolov9tTrainingStepMatchesCpu) {
   std::string worst_name;
   for (const auto& [name, gc] : cpu.grads) {
     ASSERT_TRUE(gpu.grads.count(name)) << name;
-    const double noise = std::max(scaled_error(g_up.at(name), gc), scaled_error(g_down.at(name), gc));
+    const double noise = std::max(scaled_error(g_up.grads.at(name), gc), scaled_error(g_down.grads.at(name), gc));
     const double tol = std::max(1e-3, 3.0 * noise);
     const double err = scaled_error(gpu.grads.at(name), gc);
     if (err / tol > worst) worst = err / tol, worst_name = name;
