@@ -52,8 +52,6 @@ class LruCache {
   std::map<K, std::pair<typename std::list<K>::iterator, V>> map_;
 };
 
-
-
 struct Mds {
   memory::desc src, wei, bias, dst;                 // plain (user) layouts
   memory::desc src_any, wei_any, dst_any;           // layouts left to oneDNN

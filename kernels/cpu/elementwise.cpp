@@ -41,8 +41,8 @@ __attribute__((always_inline)) inline v8f load8(const float* p) {
 }
 __attribute__((always_inline)) inline void store8(float* p, v8f v) { __builtin_memcpy(p, &v, sizeof v); }
 
-/// e^x in F32, lane by lane, within 2 ulp of the correctly rounded value for x in [-87.33,
-/// 88.37]; +inf above 88.3763 (where 2^n would overflow: the true value is over 2.4e38 there),
+/// e^x in F32, lane by lane, within 2 ulp (Cephes's bound) of the correctly rounded value for x
+/// in [-87.33, 88.37]; +inf above 88.3763 (where 2^n would overflow: the true value is over 2.4e38 there),
 /// FLT_MIN's order below -87.3365 (the true value is a denormal), NaN for NaN. Cephes expf
 /// (S. L. Moshier): x = n ln2 + r with |r| <= ln2 / 2 (ln2 split in two constants), e^r by a
 /// degree-7 polynomial, then scaled by 2^n through the exponent bits.
