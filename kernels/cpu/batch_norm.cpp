@@ -58,6 +58,12 @@ void channel_dy_sums(const T* x, const T* dy, int64_t n, int64_t c, int64_t hw, 
   *sdyx = s1;
 }
 
+// Whether a pass over an [n, c, hw] tensor is worth a parallel region: below the grain of the
+// other CPU loops (nd_iter.h, 32768 elements) waking the threads costs more than the work (the
+// small P5 maps of a batch-1 forward). Each channel is computed by one thread either way, so the
+// results do not depend on it.
+inline bool parallel_work(int64_t n, int64_t c, int64_t hw) { return n * c * hw > 32768; }
+
 // dx of channel ch: a*dy + bx*(x - mean) + k with a = w*is; training: bx = -a*is*sdyx/M,
 // k = -a*sdy/M (M the element count of the channel over every rank); eval: bx = k = 0.
 // (x - mean) is formed first so that a large mean does not cancel in F32.
@@ -81,7 +87,7 @@ void channel_dx(const T* x, const T* dy, const T* weight, int64_t n, int64_t c, 
 template <typename T>
 void batch_norm_stats_cpu(const T* x, int64_t n, int64_t c, int64_t hw, T* mean, T* var_biased) {
   const double m = static_cast<double>(n * hw);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_work(n, c, hw))
   for (int64_t ch = 0; ch < c; ++ch) {
     const double mu = m > 0 ? channel_sum(x, n, c, hw, ch) / m : 0.0;
     const double ss = channel_sq_dev(x, n, c, hw, ch, mu);
@@ -97,14 +103,14 @@ template <typename T>
 int64_t batch_norm_stats_sync_cpu(const T* x, int64_t n, int64_t c, int64_t hw, T* mean, T* var_biased,
                                   const BatchNormSync& sync) {
   std::vector<double> buf(static_cast<size_t>(c + 1));
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_work(n, c, hw))
   for (int64_t ch = 0; ch < c; ++ch) buf[ch] = channel_sum(x, n, c, hw, ch);
   buf[c] = static_cast<double>(n * hw);
   sync.fn(sync.state, buf.data(), c + 1);
   const double m = buf[c];
   std::vector<double> mu(static_cast<size_t>(c));
   for (int64_t ch = 0; ch < c; ++ch) mu[ch] = m > 0 ? buf[ch] / m : 0.0;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_work(n, c, hw))
   for (int64_t ch = 0; ch < c; ++ch) buf[ch] = channel_sq_dev(x, n, c, hw, ch, mu[ch]);
   sync.fn(sync.state, buf.data(), c);
   for (int64_t ch = 0; ch < c; ++ch) {
@@ -117,7 +123,7 @@ int64_t batch_norm_stats_sync_cpu(const T* x, int64_t n, int64_t c, int64_t hw, 
 template <typename T>
 void batch_norm_forward_cpu(const T* x, const T* mean, const T* invstd, const T* weight, const T* bias, T* y,
                             int64_t n, int64_t c, int64_t hw) {
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if (parallel_work(n, c, hw))
   for (int64_t b = 0; b < n; ++b)
     for (int64_t ch = 0; ch < c; ++ch) {
       const T scale = invstd[ch] * (weight ? weight[ch] : T(1));
@@ -133,7 +139,7 @@ template <typename T>
 void batch_norm_backward_cpu(const T* x, const T* dy, const T* mean, const T* invstd, const T* weight,
                              bool training, T* dx, T* dweight, T* dbias, int64_t n, int64_t c, int64_t hw) {
   const double m = static_cast<double>(n * hw);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_work(n, c, hw))
   for (int64_t ch = 0; ch < c; ++ch) {
     const double mu = static_cast<double>(mean[ch]), is = static_cast<double>(invstd[ch]);
     double sdy = 0.0, sdyx = 0.0;
@@ -150,7 +156,7 @@ template <typename T>
 void batch_norm_backward_sync_cpu(const T* x, const T* dy, const T* mean, const T* invstd, const T* weight, T* dx,
                                   T* dweight, T* dbias, int64_t n, int64_t c, int64_t hw, const BatchNormSync& sync) {
   std::vector<double> buf(static_cast<size_t>(2 * c + 1));
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_work(n, c, hw))
   for (int64_t ch = 0; ch < c; ++ch) {
     channel_dy_sums(x, dy, n, c, hw, ch, static_cast<double>(mean[ch]), static_cast<double>(invstd[ch]), &buf[ch],
                     &buf[c + ch]);
@@ -161,7 +167,7 @@ void batch_norm_backward_sync_cpu(const T* x, const T* dy, const T* mean, const 
   buf[2 * c] = static_cast<double>(n * hw);
   sync.fn(sync.state, buf.data(), 2 * c + 1);
   const double m = buf[2 * c];
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_work(n, c, hw))
   for (int64_t ch = 0; ch < c; ++ch)
     channel_dx(x, dy, weight, n, c, hw, ch, static_cast<double>(mean[ch]), static_cast<double>(invstd[ch]),
                /*training=*/true, m, buf[ch], buf[c + ch], dx);
