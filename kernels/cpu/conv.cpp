@@ -2,7 +2,6 @@
 // path of finite-difference checks and of the F32 path's tests). The oneDNN engine, stream and a
 // primitive cache keyed by the convolution geometry live in the CPU device context (OneDnnState),
 // so a primitive descriptor is built once per shape and direction.
-#include <cstdlib>
 #include <cstring>
 #include <list>
 #include <map>
@@ -13,6 +12,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "engine/allocator.h"
 #include "engine/error.h"
 #include "kernels/common/conv.h"
 
@@ -100,16 +100,17 @@ class ReorderBuffer {
   ReorderBuffer() = default;
   ReorderBuffer(const ReorderBuffer&) = delete;
   ReorderBuffer& operator=(const ReorderBuffer&) = delete;
-  ~ReorderBuffer() { std::free(p_); }
+  ~ReorderBuffer() { engine::cpu_allocator()->deallocate(p_, cap_); }
   /// Memory of layout `d`: in this buffer when it fits in kMaxBytes, else a new oneDNN buffer.
+  /// The buffer comes from engine::cpu_allocator() (64-byte aligned; counted in its statistics);
+  /// throws engine::Error when that allocation fails.
   memory make(const memory::desc& d, const dnnl::engine& eng) {
     const size_t n = d.get_size();
     if (n > kMaxBytes) return memory(d, eng);
     if (n > cap_) {
-      std::free(p_);
-      cap_ = 0;
-      p_ = std::aligned_alloc(64, (n + 63) / 64 * 64);
-      Y9_CHECK(p_ != nullptr, "conv2d (oneDNN): out of memory allocating a ", n, "-byte reorder buffer");
+      engine::cpu_allocator()->deallocate(p_, cap_);
+      p_ = nullptr, cap_ = 0;
+      p_ = engine::cpu_allocator()->allocate(n);
       cap_ = n;
     }
     return memory(d, eng, p_);

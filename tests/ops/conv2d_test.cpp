@@ -75,8 +75,10 @@ TEST(Conv2d, GradcheckNonContiguousInput) {
   EXPECT_TRUE(testutil::gradcheck(f, {x, w}));
 }
 
-/// Forward and all gradients of the F32 oneDNN path against the F64 reference path.
-void compare_f32_to_f64(const Case& c, uint64_t seed, bool strided) {
+/// Forward and all gradients of the F32 oneDNN path against the F64 reference path. `wb_atol`:
+/// the absolute tolerance of dw and db, which sum n * h_out * w_out products each (the default
+/// fits the ~100 of the small cases).
+void compare_f32_to_f64(const Case& c, uint64_t seed, bool strided, double wb_atol = 1e-5) {
   Tensor x64 = testutil::random_tensor({c.n, c.cin, c.h, c.w}, seed);
   Tensor w64 = testutil::random_tensor({c.cout, c.cin / c.groups, c.k, c.k}, seed + 1);
   Tensor b64 = c.bias ? testutil::random_tensor({c.cout}, seed + 2) : Tensor();
@@ -98,7 +100,7 @@ void compare_f32_to_f64(const Case& c, uint64_t seed, bool strided) {
     if (!r64[i].defined()) continue;
     // F32 tolerance: sums of up to ~100 products of O(1) values; 1e-5 relative to the value
     // plus 1e-5 absolute for outputs near zero (FLT_EPSILON * number of terms).
-    EXPECT_TRUE(testutil::all_close(r32[i], r64[i], 1e-5, 1e-5)) << what[i];
+    EXPECT_TRUE(testutil::all_close(r32[i], r64[i], 1e-5, i >= 2 ? wb_atol : 1e-5)) << what[i];
   }
 }
 
@@ -113,6 +115,19 @@ TEST(Conv2d, OneDnnF32MatchesF64Reference) {
   // A YOLO-like layer, large enough for oneDNN's blocked (JIT) kernels.
   compare_f32_to_f64({2, 32, 20, 20, 64, 3, 2, 1, 1, 1, false}, 900, false);
   compare_f32_to_f64({1, 64, 10, 10, 64, 1, 1, 0, 1, 1, true}, 910, false);
+}
+
+// The CPU context reuses one buffer per operand for oneDNN's layout reorders up to 8 MiB and
+// gives larger operands a buffer of their own (kernels/cpu/conv.cpp ReorderBuffer): shapes that
+// grow the buffers, then operands over 8 MiB (x, y, dy and dx of 2 x 64 x 130 x 128 F32 are 8.5
+// MB), then small ones again, all against the F64 reference.
+TEST(Conv2d, OneDnnReorderBuffersAcrossGrowingAndOversizedOperands) {
+  compare_f32_to_f64({1, 8, 6, 6, 8, 3, 1, 1, 1, 1, true}, 1000, false);
+  compare_f32_to_f64({1, 32, 24, 24, 32, 3, 1, 1, 1, 1, true}, 1010, false);  // grows every buffer
+  // Over 8 MiB. dw and db sum 33,280 products of O(1) values each in F32: 1e-3 absolute (2e-4
+  // measured; 2e-7 x 33,280 x E|x dy| = 1.7e-3 is the usual F32 summation bound).
+  compare_f32_to_f64({2, 64, 130, 128, 64, 1, 1, 0, 1, 1, true}, 1020, false, 1e-3);
+  compare_f32_to_f64({1, 16, 12, 12, 16, 3, 2, 1, 1, 1, false}, 1030, false);  // reuses them
 }
 
 TEST(Conv2d, NoGradNoGraph) {

@@ -137,7 +137,7 @@ struct Scaled {
   double total = 0;
 };
 
-Scaled cpu_grads_scaled(const Tensor& images, const Tensor& targets, double f) {
+Scaled cpu_run_scaled(const Tensor& images, const Tensor& targets, double f) {
   graph::BuildOptions bo;
   bo.seed = kSeed;
   auto m = graph::Model::from_yaml(yolov9t_yaml(), kNc, bo);
@@ -197,8 +197,8 @@ TEST(CudaStep, Yolov9tTrainingStepMatchesCpu) {
 
   StepRun cpu = make_run(Device::cpu());
   forward_backward(cpu, images, targets);
-  const auto g_up = cpu_grads_scaled(images, targets, std::ldexp(1.0, -23));
-  const auto g_down = cpu_grads_scaled(images, targets, -std::ldexp(1.0, -23));
+  const auto g_up = cpu_run_scaled(images, targets, std::ldexp(1.0, -23));
+  const auto g_down = cpu_run_scaled(images, targets, -std::ldexp(1.0, -23));
   const double t_cpu = seconds_since(t0);
 
   const auto t1 = std::chrono::steady_clock::now();
