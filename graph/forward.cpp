@@ -46,12 +46,17 @@ Tensor Sequential::forward(const Tensor& x) const {
   return y;
 }
 
+Tensor Conv2d::forward_silu(const Tensor& x) const {
+  return ops::conv2d_silu(x, weight, bias, {s, s}, {p, p}, {d, d}, g);
+}
+
 Tensor Conv::forward(const Tensor& x) const {
+  if (!bn && act == Act::SiLU) return conv->forward_silu(x);  // fused: one kernel when inferring
   return apply_act(bn ? bn->forward(conv->forward(x)) : conv->forward(x), act);
 }
 
 Tensor RepConvN::forward(const Tensor& x) const {
-  if (conv) return apply_act(conv->forward(x), act);
+  if (conv) return act == Act::SiLU ? conv->forward_silu(x) : apply_act(conv->forward(x), act);
   return apply_act(ops::add(conv1->forward(x), conv2->forward(x)), act);
 }
 

@@ -74,6 +74,9 @@ class Conv2d : public UnaryBlock {
   std::string type_name() const override { return "Conv2d"; }
   /// x [N, c1, H, W] -> [N, c2, Ho, Wo], Ho = (H + 2p - d(k-1) - 1)/s + 1.
   Tensor forward(const Tensor& x) const override;
+  /// silu(forward(x)) (ops::conv2d_silu: one fused kernel when no gradient is needed); the
+  /// forward of a fused Conv / RepConvN with the SiLU activation.
+  Tensor forward_silu(const Tensor& x) const;
   /// Output dims; adds c2 * Ho * Wo * (c1/g) * k * k to `macs`.
   Dims trace1(const Dims& in, double& macs) const override;
   /// Sets the bias to `b` [c2] (copied), registering the parameter "bias" (trainable like the

@@ -1,6 +1,6 @@
 // conv2d: argument checks, dispatch through the backend of x's device (kernels/common/conv.h:
 // oneDNN F32 and reference F64 on the CPU) and the autograd node computing the gradients of
-// input, weight and bias.
+// input, weight and bias; conv2d_silu, the inference form of a BN-folded Conv block.
 #include "engine/autograd.h"
 #include "kernels/common/conv.h"
 #include "ops/autocast.h"
@@ -14,19 +14,16 @@ using engine::Tensor;
 
 namespace {
 
-
 std::pair<int64_t, int64_t> pair_arg(const std::vector<int64_t>& v, const char* name) {
   Y9_CHECK_SHAPE(v.size() == 1 || v.size() == 2, "conv2d: ", name, " needs 1 or 2 values, got ", v.size());
   return v.size() == 1 ? std::make_pair(v[0], v[0]) : std::make_pair(v[0], v[1]);
 }
 
-}  // namespace
-
-Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in, std::vector<int64_t> stride,
-              std::vector<int64_t> padding, std::vector<int64_t> dilation, int64_t groups) {
-  Y9_CHECK_SHAPE(x_in.defined() && w_in.defined(), "conv2d: undefined input or weight");
-  // Autocast (ops/autocast.h): CUDA operands in the autocast dtype, through differentiable casts.
-  const Tensor x = autocast_operand(x_in), w = autocast_operand(w_in), bias = autocast_operand(bias_in);
+/// The checked geometry of conv2d(x, w, bias, ...) (operands already autocast); throws ShapeError
+/// / Error as conv2d documents.
+kernels::Conv2dShape conv_shape(const Tensor& x, const Tensor& w, const Tensor& bias,
+                                const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
+                                const std::vector<int64_t>& dilation, int64_t groups) {
   Y9_CHECK_SHAPE(x.dim() == 4 && w.dim() == 4, "conv2d: x must be [N,C,H,W] and w [Cout,Cin/g,kh,kw], got ",
                  x.str(), " and ", w.str());
   Y9_CHECK_SHAPE(w.dtype() == x.dtype() && (!bias.defined() || bias.dtype() == x.dtype()),
@@ -52,7 +49,17 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in, std
   s.w_out = (s.w + 2 * pw - dw * (s.kw - 1) - 1) / sw + 1;
   Y9_CHECK_SHAPE(s.h + 2 * ph - dh * (s.kh - 1) - 1 >= 0 && s.w + 2 * pw - dw * (s.kw - 1) - 1 >= 0,
                  "conv2d: kernel ", w.str(), " (dilation ", dh, "x", dw, ") larger than padded input ", x.str());
+  return s;
+}
 
+}  // namespace
+
+Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in, std::vector<int64_t> stride,
+              std::vector<int64_t> padding, std::vector<int64_t> dilation, int64_t groups) {
+  Y9_CHECK_SHAPE(x_in.defined() && w_in.defined(), "conv2d: undefined input or weight");
+  // Autocast (ops/autocast.h): CUDA operands in the autocast dtype, through differentiable casts.
+  const Tensor x = autocast_operand(x_in), w = autocast_operand(w_in), bias = autocast_operand(bias_in);
+  const kernels::Conv2dShape s = conv_shape(x, w, bias, stride, padding, dilation, groups);
   auto k = engine::kernel(kernels::kConv2dForward, x.dtype(), x.device());
   Tensor xc = engine::contiguous_nograd(x), wc = engine::contiguous_nograd(w);
   Tensor bc = bias.defined() ? engine::contiguous_nograd(bias) : Tensor();
@@ -84,6 +91,23 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in, std
           return std::vector<Tensor>{dx, dw, db};
         });
   }
+  return y;
+}
+
+Tensor conv2d_silu(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in, std::vector<int64_t> stride,
+                   std::vector<int64_t> padding, std::vector<int64_t> dilation, int64_t groups) {
+  Y9_CHECK_SHAPE(x_in.defined() && w_in.defined(), "conv2d: undefined input or weight");
+  const Tensor x = autocast_operand(x_in), w = autocast_operand(w_in), bias = autocast_operand(bias_in);
+  const bool fused = !engine::autograd::needs_grad({x, w, bias}) &&
+                     engine::backend(x.device().type).supports(kernels::kConv2dBiasSiLUForward, x.dtype());
+  if (!fused) return silu(conv2d(x, w, bias, std::move(stride), std::move(padding), std::move(dilation), groups));
+  const kernels::Conv2dShape s = conv_shape(x, w, bias, stride, padding, dilation, groups);
+  auto k = engine::kernel(kernels::kConv2dBiasSiLUForward, x.dtype(), x.device());
+  Tensor xc = engine::contiguous_nograd(x), wc = engine::contiguous_nograd(w);
+  Tensor bc = bias.defined() ? engine::contiguous_nograd(bias) : Tensor();
+  Tensor y = Tensor::empty({s.n, s.c_out, s.h_out, s.w_out}, x.dtype(), x.device());
+  if (y.numel() > 0) k.fn(k.ctx, s, x.dtype(), xc.data_ptr(), wc.data_ptr(), bc.defined() ? bc.data_ptr() : nullptr,
+                          y.data_ptr());
   return y;
 }
 

@@ -70,6 +70,14 @@ Tensor avg_pool2d(const Tensor& x, int64_t kernel, int64_t stride, int64_t paddi
 /// ops::AutocastGuard, CUDA operands are cast to the autocast dtype first (ops/autocast.h).
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, std::vector<int64_t> stride = {1, 1},
               std::vector<int64_t> padding = {0, 0}, std::vector<int64_t> dilation = {1, 1}, int64_t groups = 1);
+/// silu(conv2d(x, w, bias, ...)): the forward of a BN-folded Conv block (official models/common.py
+/// Conv.forward_fuse). Same shapes, dtypes, checks and errors as conv2d. When no gradient is needed
+/// and the device's backend has the fused entry (kernels/common/conv.h kConv2dBiasSiLUForward;
+/// CPU F32/F64), one kernel writes the activated output (oneDNN post-op on the CPU: within a few
+/// float ulps of the two-op result); otherwise it is exactly silu(conv2d(...)), differentiable.
+Tensor conv2d_silu(const Tensor& x, const Tensor& w, const Tensor& bias, std::vector<int64_t> stride = {1, 1},
+                   std::vector<int64_t> padding = {0, 0}, std::vector<int64_t> dilation = {1, 1},
+                   int64_t groups = 1);
 
 /// BatchNorm2d. x [N,C,H,W]; weight, bias, running_mean, running_var [C].
 /// training: normalises with the batch mean and biased batch variance, and updates the running

@@ -22,6 +22,12 @@ using Conv2dForwardFn = void (*)(engine::DeviceContext& ctx, const Conv2dShape& 
                                  const void* x, const void* w, const void* bias, void* y);
 inline engine::KernelKey<Conv2dForwardFn> kConv2dForward{"conv2d_forward"};
 
+/// y = silu(conv(x, w) + bias) (bias may be null): the inference form of a BN-folded Conv block
+/// (graph::Conv after fuse(); official models/common.py Conv.forward_fuse), one pass over y. No
+/// backward: ops::conv2d_silu uses it only when no gradient is needed. CPU: oneDNN's convolution
+/// with a swish post-op (F32), reference loops (F64); backends without it get conv then silu.
+inline engine::KernelKey<Conv2dForwardFn> kConv2dBiasSiLUForward{"conv2d_bias_silu_forward"};
+
 /// dx = conv_transpose(dy, w) (overwrites dx).
 using Conv2dBackwardDataFn = void (*)(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dtype,
                                       const void* dy, const void* w, void* dx);

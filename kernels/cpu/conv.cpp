@@ -2,10 +2,15 @@
 // path of finite-difference checks and of the F32 path's tests). The oneDNN engine, stream and a
 // primitive cache keyed by the convolution geometry live in the CPU device context (OneDnnState),
 // so a primitive descriptor is built once per shape and direction.
+#include <omp.h>
+
+#include <array>
+#include <cmath>
 #include <cstring>
 #include <list>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -80,13 +85,25 @@ Mds make_mds(const Conv2dShape& s) {
   return m;
 }
 
-/// A primitive descriptor, the primitive built from it and the memory descriptors of its
-/// geometry (built once per key, so a cache hit creates no descriptor).
+/// A cached reorder between a user (plain) layout and the primitive's layout of one operand:
+/// the reorder primitive is built on the first execution that needs it and reused after, so a
+/// cache hit creates no oneDNN object at all. `want` is the primitive's layout of the operand.
+struct CachedReorder {
+  memory::desc want;
+  std::optional<dnnl::reorder> prim;
+};
+
+/// A primitive descriptor, the primitive built from it, the memory descriptors of its geometry
+/// and the reorders of its operands (built once per key, so a cache hit creates no descriptor).
+/// in0 / in1 / out: the operands in the order of the direction's function (forward: src,
+/// weights, dst; backward data: diff_dst, weights, diff_src; backward weights: src, diff_dst,
+/// diff_weights).
 template <typename Pd>
 struct Cached {
   Pd pd;
   dnnl::primitive prim;
   Mds m;
+  CachedReorder in0, in1, out;
 };
 
 /// A grow-only, 64-byte aligned host buffer that holds one operand of an execution in oneDNN's
@@ -126,23 +143,55 @@ struct ReorderBuffers {
   ReorderBuffer in0, in1, out;
 };
 
-/// User memory wrapped as `want`; reordered into `buf` when the layouts differ.
-memory as_layout(const dnnl::engine& eng, const memory& user, const memory::desc& want, dnnl::stream& st,
-                 ReorderBuffer& buf) {
-  if (user.get_desc() == want) return user;
-  memory m = buf.make(want, eng);
-  dnnl::reorder(user, m).execute(st, const_cast<memory&>(user), m);
+/// User memory in the layout of `r.want`: itself when the layouts agree, else reordered into
+/// `buf` (with r's cached reorder primitive).
+memory as_layout(const dnnl::engine& eng, const memory& user, CachedReorder& r, dnnl::stream& st, ReorderBuffer& buf) {
+  if (user.get_desc() == r.want) return user;
+  memory m = buf.make(r.want, eng);
+  if (!r.prim) r.prim.emplace(user, m);
+  r.prim->execute(st, const_cast<memory&>(user), m);
   return m;
 }
 
-/// Output memory in layout `have` (in `buf` when it differs from the user's); call finish() to
-/// reorder it into the user buffer.
-memory out_layout(const dnnl::engine& eng, const memory& user, const memory::desc& have, ReorderBuffer& buf) {
-  return user.get_desc() == have ? user : buf.make(have, eng);
+/// Output memory in layout `r.want` (in `buf` when it differs from the user's); call finish()
+/// to reorder it into the user buffer.
+memory out_layout(const dnnl::engine& eng, const memory& user, const CachedReorder& r, ReorderBuffer& buf) {
+  return user.get_desc() == r.want ? user : buf.make(r.want, eng);
 }
-void finish(memory& produced, memory& user, dnnl::stream& st) {
-  if (produced.get(true) != user.get(true)) dnnl::reorder(produced, user).execute(st, produced, user);
+void finish(memory& produced, memory& user, CachedReorder& r, dnnl::stream& st) {
+  if (produced.get(true) == user.get(true)) return;
+  if (!r.prim) r.prim.emplace(produced, user);
+  r.prim->execute(st, produced, user);
 }
+
+/// The OpenMP threads a convolution of geometry `s` runs on: 1 when it is small (fewer than
+/// kSerialMacs multiply-accumulates), else every thread. A small convolution split over threads
+/// spends more in the fork, the join and the imbalance of its few blocks than it gains (measured:
+/// gelan-t at 128 px, batch 1, ran faster on 1 thread than on 2; with this threshold its batch-1
+/// detect went from 13.4 to 10.3-11.6 ms on 2 threads, against 12.1 ms at 1 Mi MACs). Both the
+/// primitive's creation (oneDNN sizes its work split then) and its execution use this count.
+constexpr int64_t kSerialMacs = int64_t(4) << 20;
+int conv_threads(const Conv2dShape& s) {
+  const int64_t macs = s.n * s.c_out * s.h_out * s.w_out * (s.c_in / s.groups) * s.kh * s.kw;
+  return macs < kSerialMacs ? 1 : omp_get_max_threads();
+}
+
+/// Sets the calling thread's OpenMP thread count (the ICV that oneDNN's OpenMP runtime reads) for
+/// a scope; restores it after.
+class OmpThreadsScope {
+ public:
+  explicit OmpThreadsScope(int n) : prev_(omp_get_max_threads()) {
+    if (n != prev_) omp_set_num_threads(n);
+  }
+  ~OmpThreadsScope() {
+    if (omp_get_max_threads() != prev_) omp_set_num_threads(prev_);
+  }
+  OmpThreadsScope(const OmpThreadsScope&) = delete;
+  OmpThreadsScope& operator=(const OmpThreadsScope&) = delete;
+
+ private:
+  int prev_;
+};
 
 /// oneDNN state of the CPU context: engine, stream and the primitive cache (per direction, keyed
 /// by the geometry; a primitive descriptor is built once per shape). Executions are serialised by
@@ -154,7 +203,8 @@ struct OneDnnState {
   dnnl::engine eng;
   dnnl::stream stream;
   std::mutex mu;
-  // Key: direction (0 fwd, 1 bwd data, 2 bwd weights), bias, then the geometry.
+  // Key: direction (0 fwd, 1 bwd data, 2 bwd weights, 3 fwd + SiLU) + 4 x the thread count the
+  // primitive was created for (conv_threads), bias, then the geometry.
   using Key = std::tuple<int, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
                          int64_t, int64_t, int64_t, int64_t, int64_t>;
   LruCache<Key, Cached<dnnl::convolution_forward::primitive_desc>> fwd;
@@ -163,27 +213,41 @@ struct OneDnnState {
   ReorderBuffers fwd_buf, bwd_data_buf, bwd_weights_buf;  // reused reorder targets (under mu)
 };
 
-OneDnnState::Key key_of(int dir, bool bias, const Conv2dShape& s) {
-  return {dir, bias, s.n, s.c_in, s.h, s.w, s.c_out, s.kh, s.kw, s.stride_h, s.stride_w, s.pad_h, s.pad_w, s.dil_h,
-          s.dil_w, s.groups};
+OneDnnState::Key key_of(int dir, int threads, bool bias, const Conv2dShape& s) {
+  return {dir + 4 * threads, bias, s.n, s.c_in, s.h, s.w, s.c_out, s.kh, s.kw, s.stride_h, s.stride_w, s.pad_h,
+          s.pad_w, s.dil_h, s.dil_w, s.groups};
 }
 
-dnnl::convolution_forward::primitive_desc fwd_pd(const dnnl::engine& eng, const Mds& m, bool with_bias) {
+/// The forward descriptor; `silu` (inference only) appends oneDNN's swish (alpha 1: x*sigmoid(x))
+/// as a post-op, so the activation is applied while the output block is still in registers.
+dnnl::convolution_forward::primitive_desc fwd_pd(const dnnl::engine& eng, const Mds& m, bool with_bias,
+                                                 bool silu = false) {
+  const auto prop = silu ? dnnl::prop_kind::forward_inference : dnnl::prop_kind::forward_training;
+  dnnl::primitive_attr attr;
+  if (silu) {
+    dnnl::post_ops po;
+#if DNNL_VERSION_MAJOR >= 3
+    po.append_eltwise(dnnl::algorithm::eltwise_swish, 1.f, 0.f);
+#else
+    po.append_eltwise(1.f, dnnl::algorithm::eltwise_swish, 1.f, 0.f);
+#endif
+    attr.set_post_ops(po);
+  }
 #if DNNL_VERSION_MAJOR >= 3
   if (with_bias)
-    return {eng, dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, m.src_any,
-            m.wei_any, m.bias, m.dst_any, m.strides, m.dil, m.pad_l, m.pad_r};
-  return {eng, dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, m.src_any,
-          m.wei_any, m.dst_any, m.strides, m.dil, m.pad_l, m.pad_r};
+    return {eng, prop, dnnl::algorithm::convolution_direct, m.src_any, m.wei_any, m.bias, m.dst_any, m.strides,
+            m.dil, m.pad_l, m.pad_r, attr};
+  return {eng, prop, dnnl::algorithm::convolution_direct, m.src_any, m.wei_any, m.dst_any, m.strides, m.dil,
+          m.pad_l, m.pad_r, attr};
 #else
   if (with_bias) {
-    dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                                      m.src_any, m.wei_any, m.bias, m.dst_any, m.strides, m.dil, m.pad_l, m.pad_r);
-    return {d, eng};
+    dnnl::convolution_forward::desc d(prop, dnnl::algorithm::convolution_direct, m.src_any, m.wei_any, m.bias,
+                                      m.dst_any, m.strides, m.dil, m.pad_l, m.pad_r);
+    return {d, attr, eng};
   }
-  dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                                    m.src_any, m.wei_any, m.dst_any, m.strides, m.dil, m.pad_l, m.pad_r);
-  return {d, eng};
+  dnnl::convolution_forward::desc d(prop, dnnl::algorithm::convolution_direct, m.src_any, m.wei_any, m.dst_any,
+                                    m.strides, m.dil, m.pad_l, m.pad_r);
+  return {d, attr, eng};
 #endif
 }
 
@@ -220,14 +284,18 @@ dnnl::convolution_backward_weights::primitive_desc bwd_weights_pd(const dnnl::en
 }
 
 /// The cached primitive descriptor and primitive of `key` in `cache`, built by `make` on a miss.
-/// `make(mds)` builds the descriptor from the geometry's memory descriptors (make_mds(s)).
-template <typename Pd, typename Prim, typename Make>
-const Cached<Pd>& cached(LruCache<OneDnnState::Key, Cached<Pd>>& cache, const OneDnnState::Key& key,
-                         const Conv2dShape& s, Make make) {
+/// `make(mds)` builds the descriptor from the geometry's memory descriptors (make_mds(s));
+/// `layouts(pd)` returns the primitive's layouts of the operands in0, in1, out.
+template <typename Pd, typename Prim, typename Make, typename Layouts>
+Cached<Pd>& cached(LruCache<OneDnnState::Key, Cached<Pd>>& cache, const OneDnnState::Key& key, const Conv2dShape& s,
+                   Make make, Layouts layouts) {
   return cache.get(key, [&] {
     Mds m = make_mds(s);
     Pd pd = make(m);
-    return Cached<Pd>{pd, Prim(pd), m};
+    Cached<Pd> c{pd, Prim(pd), m, {}, {}, {}};
+    const auto l = layouts(pd);
+    c.in0.want = l[0], c.in1.want = l[1], c.out.want = l[2];
+    return c;
   });
 }
 
@@ -240,42 +308,51 @@ const Cached<Pd>& cached(LruCache<OneDnnState::Key, Cached<Pd>>& cache, const On
 // --- oneDNN (F32) -------------------------------------------------------------------------------
 
 void conv2d_forward_onednn(OneDnnState& st, const Conv2dShape& s, const float* x, const float* w, const float* bias,
-                           float* y) {
+                           float* y, bool silu) {
   try {
     std::lock_guard<std::mutex> lock(st.mu);
-    const auto& c = cached<dnnl::convolution_forward::primitive_desc, dnnl::convolution_forward>(
-        st.fwd, key_of(0, bias != nullptr, s), s, [&](const Mds& m) { return fwd_pd(st.eng, m, bias != nullptr); });
+    const int threads = conv_threads(s);
+    OmpThreadsScope ts(threads);
+    using Pd = dnnl::convolution_forward::primitive_desc;
+    auto& c = cached<Pd, dnnl::convolution_forward>(
+        st.fwd, key_of(silu ? 3 : 0, threads, bias != nullptr, s), s,
+        [&](const Mds& m) { return fwd_pd(st.eng, m, bias != nullptr, silu); },
+        [](const Pd& pd) { return std::array<memory::desc, 3>{pd.src_desc(), pd.weights_desc(), pd.dst_desc()}; });
     const Mds& m = c.m;
     ReorderBuffers& b = st.fwd_buf;
     memory xu(m.src, st.eng, const_cast<float*>(x)), wu(m.wei, st.eng, const_cast<float*>(w));
     memory yu(m.dst, st.eng, y);
-    memory xm = as_layout(st.eng, xu, c.pd.src_desc(), st.stream, b.in0),
-           wm = as_layout(st.eng, wu, c.pd.weights_desc(), st.stream, b.in1);
-    memory ym = out_layout(st.eng, yu, c.pd.dst_desc(), b.out);
+    memory xm = as_layout(st.eng, xu, c.in0, st.stream, b.in0), wm = as_layout(st.eng, wu, c.in1, st.stream, b.in1);
+    memory ym = out_layout(st.eng, yu, c.out, b.out);
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, xm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, ym}};
     if (bias) args.emplace(DNNL_ARG_BIAS, memory(m.bias, st.eng, const_cast<float*>(bias)));
     c.prim.execute(st.stream, args);
-    finish(ym, yu, st.stream);
+    finish(ym, yu, c.out, st.stream);
     st.stream.wait();
   } catch (const dnnl::error& e) {
-    rethrow(e, "conv2d_forward (oneDNN)", s);
+    rethrow(e, silu ? "conv2d_bias_silu_forward (oneDNN)" : "conv2d_forward (oneDNN)", s);
   }
 }
 
 void conv2d_backward_data_onednn(OneDnnState& st, const Conv2dShape& s, const float* dy, const float* w, float* dx) {
   try {
     std::lock_guard<std::mutex> lock(st.mu);
-    const auto& c = cached<dnnl::convolution_backward_data::primitive_desc, dnnl::convolution_backward_data>(
-        st.bwd_data, key_of(1, false, s), s, [&](const Mds& m) { return bwd_data_pd(st.eng, m); });
+    const int threads = conv_threads(s);
+    OmpThreadsScope ts(threads);
+    using Pd = dnnl::convolution_backward_data::primitive_desc;
+    auto& c = cached<Pd, dnnl::convolution_backward_data>(
+        st.bwd_data, key_of(1, threads, false, s), s, [&](const Mds& m) { return bwd_data_pd(st.eng, m); },
+        [](const Pd& pd) {
+          return std::array<memory::desc, 3>{pd.diff_dst_desc(), pd.weights_desc(), pd.diff_src_desc()};
+        });
     const Mds& m = c.m;
     ReorderBuffers& b = st.bwd_data_buf;
     memory dyu(m.dst, st.eng, const_cast<float*>(dy)), wu(m.wei, st.eng, const_cast<float*>(w));
     memory dxu(m.src, st.eng, dx);
-    memory dym = as_layout(st.eng, dyu, c.pd.diff_dst_desc(), st.stream, b.in0),
-           wm = as_layout(st.eng, wu, c.pd.weights_desc(), st.stream, b.in1);
-    memory dxm = out_layout(st.eng, dxu, c.pd.diff_src_desc(), b.out);
+    memory dym = as_layout(st.eng, dyu, c.in0, st.stream, b.in0), wm = as_layout(st.eng, wu, c.in1, st.stream, b.in1);
+    memory dxm = out_layout(st.eng, dxu, c.out, b.out);
     c.prim.execute(st.stream, {{DNNL_ARG_DIFF_DST, dym}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DIFF_SRC, dxm}});
-    finish(dxm, dxu, st.stream);
+    finish(dxm, dxu, c.out, st.stream);
     st.stream.wait();
   } catch (const dnnl::error& e) {
     rethrow(e, "conv2d_backward_data (oneDNN)", s);
@@ -287,20 +364,25 @@ void conv2d_backward_weights_onednn(OneDnnState& st, const Conv2dShape& s, const
   try {
     std::lock_guard<std::mutex> lock(st.mu);
     const bool with_bias = dbias != nullptr;
-    const auto& c = cached<dnnl::convolution_backward_weights::primitive_desc, dnnl::convolution_backward_weights>(
-        st.bwd_weights, key_of(2, with_bias, s), s,
-        [&](const Mds& m) { return bwd_weights_pd(st.eng, m, with_bias); });
+    const int threads = conv_threads(s);
+    OmpThreadsScope ts(threads);
+    using Pd = dnnl::convolution_backward_weights::primitive_desc;
+    auto& c = cached<Pd, dnnl::convolution_backward_weights>(
+        st.bwd_weights, key_of(2, threads, with_bias, s), s,
+        [&](const Mds& m) { return bwd_weights_pd(st.eng, m, with_bias); },
+        [](const Pd& pd) {
+          return std::array<memory::desc, 3>{pd.src_desc(), pd.diff_dst_desc(), pd.diff_weights_desc()};
+        });
     const Mds& m = c.m;
     ReorderBuffers& b = st.bwd_weights_buf;
     memory xu(m.src, st.eng, const_cast<float*>(x)), dyu(m.dst, st.eng, const_cast<float*>(dy));
     memory dwu(m.wei, st.eng, dw);
-    memory xm = as_layout(st.eng, xu, c.pd.src_desc(), st.stream, b.in0),
-           dym = as_layout(st.eng, dyu, c.pd.diff_dst_desc(), st.stream, b.in1);
-    memory dwm = out_layout(st.eng, dwu, c.pd.diff_weights_desc(), b.out);
+    memory xm = as_layout(st.eng, xu, c.in0, st.stream, b.in0), dym = as_layout(st.eng, dyu, c.in1, st.stream, b.in1);
+    memory dwm = out_layout(st.eng, dwu, c.out, b.out);
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, xm}, {DNNL_ARG_DIFF_DST, dym}, {DNNL_ARG_DIFF_WEIGHTS, dwm}};
     if (with_bias) args.emplace(DNNL_ARG_DIFF_BIAS, memory(m.bias, st.eng, dbias));
     c.prim.execute(st.stream, args);
-    finish(dwm, dwu, st.stream);
+    finish(dwm, dwu, c.out, st.stream);
     st.stream.wait();
   } catch (const dnnl::error& e) {
     rethrow(e, "conv2d_backward_weights (oneDNN)", s);
@@ -418,10 +500,25 @@ void conv2d_forward(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DT
                     const void* bias, void* y) {
   if (dt == engine::DType::F32)
     conv2d_forward_onednn(ctx.state<OneDnnState>(), s, static_cast<const float*>(x), static_cast<const float*>(w),
-                          static_cast<const float*>(bias), static_cast<float*>(y));
+                          static_cast<const float*>(bias), static_cast<float*>(y), /*silu=*/false);
   else
     conv2d_forward_ref(s, static_cast<const double*>(x), static_cast<const double*>(w),
                        static_cast<const double*>(bias), static_cast<double*>(y));
+}
+
+void conv2d_bias_silu_forward(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dt, const void* x,
+                              const void* w, const void* bias, void* y) {
+  if (dt == engine::DType::F32) {
+    conv2d_forward_onednn(ctx.state<OneDnnState>(), s, static_cast<const float*>(x), static_cast<const float*>(w),
+                          static_cast<const float*>(bias), static_cast<float*>(y), /*silu=*/true);
+    return;
+  }
+  auto* yd = static_cast<double*>(y);
+  conv2d_forward_ref(s, static_cast<const double*>(x), static_cast<const double*>(w),
+                     static_cast<const double*>(bias), yd);
+  const int64_t n = s.n * s.c_out * s.h_out * s.w_out;
+#pragma omp parallel for schedule(static) if (n > 32768)
+  for (int64_t i = 0; i < n; ++i) yd[i] = yd[i] / (1.0 + std::exp(-yd[i]));
 }
 
 void conv2d_backward_data(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dt, const void* dy,
@@ -448,6 +545,7 @@ void conv2d_backward_weights(engine::DeviceContext& ctx, const Conv2dShape& s, e
 
 Y9_REGISTER_KERNELS(engine::DeviceType::CPU, b) {
   b.add(kConv2dForward, &conv2d_forward, engine::kF32F64);
+  b.add(kConv2dBiasSiLUForward, &conv2d_bias_silu_forward, engine::kF32F64);
   b.add(kConv2dBackwardData, &conv2d_backward_data, engine::kF32F64);
   b.add(kConv2dBackwardWeights, &conv2d_backward_weights, engine::kF32F64);
 }

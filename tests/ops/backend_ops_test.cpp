@@ -203,6 +203,19 @@ std::vector<Row> rows() {
   r.push_back({"conv2d (1x1, no bias)", {"conv2d_forward", "conv2d_backward_data", "conv2d_backward_weights"},
                [=] { return std::vector<Input>{in(rnd({1, 3, 5, 5}, 43)), in(rnd({4, 3, 1, 1}, 44))}; },
                [](const Inputs& x) { return ops::conv2d(x[0], x[1], Tensor()); }});
+  // The fused inference form of a folded Conv block (no gradients), against the two-op graph.
+  r.push_back({"conv2d_silu (inference, groups, stride, bias)",
+               {"conv2d_bias_silu_forward"},
+               [=] {
+                 return std::vector<Input>{in(rnd({2, 4, 7, 6}, 45, -2, 2), false), in(rnd({6, 2, 3, 3}, 46), false),
+                                           in(rnd({6}, 47), false)};
+               },
+               [](const Inputs& x) {
+                 engine::autograd::NoGradGuard ng;
+                 return ops::conv2d_silu(x[0], x[1], x[2], {2, 1}, {1, 2}, {1, 2}, 2);
+               },
+               GradMode::None,
+               [](const Inputs& x) { return ops::silu(ops::conv2d(x[0], x[1], x[2], {2, 1}, {1, 2}, {1, 2}, 2)); }});
   r.push_back({"batch_norm (training)", {"batch_norm_forward", "batch_norm_backward"},
                [=] {
                  return std::vector<Input>{in(rnd({3, 4, 5, 2}, 50)), in(rnd({4}, 51, 0.5, 1.5)), in(rnd({4}, 52)),

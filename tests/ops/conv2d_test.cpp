@@ -130,6 +130,65 @@ TEST(Conv2d, OneDnnReorderBuffersAcrossGrowingAndOversizedOperands) {
   compare_f32_to_f64({1, 16, 12, 12, 16, 3, 2, 1, 1, 1, false}, 1030, false);  // reuses them
 }
 
+// conv2d_silu: without gradients one fused kernel (oneDNN swish post-op in F32, reference loops
+// in F64) against silu(conv2d(...)) in F64; with gradients the two-op graph, identical to it.
+TEST(Conv2dSiLU, FusedInferenceMatchesConvThenSiLU) {
+  uint64_t seed = 2000;
+  std::vector<Case> cases(std::begin(kCases), std::end(kCases));
+  cases.push_back({2, 32, 20, 20, 64, 3, 2, 1, 1, 1, true});   // blocked JIT kernels, bias
+  cases.push_back({1, 64, 10, 10, 48, 1, 1, 0, 1, 1, false});  // 1x1 without bias
+  for (const Case& c : cases) {
+    SCOPED_TRACE(testing::Message() << "cin " << c.cin << " k " << c.k << " s " << c.stride << " d " << c.dil
+                                    << " g " << c.groups << " bias " << c.bias);
+    Tensor x = testutil::random_tensor({c.n, c.cin, c.h, c.w}, seed++, -2, 2);
+    Tensor w = testutil::random_tensor({c.cout, c.cin / c.groups, c.k, c.k}, seed++);
+    Tensor b = c.bias ? testutil::random_tensor({c.cout}, seed++) : Tensor();
+    const Tensor want = ops::silu(run(c, x, w, b));  // F64 two-op reference
+    engine::autograd::NoGradGuard ng;
+    const Tensor y64 = ops::conv2d_silu(x, w, b, v2(c.stride), v2(c.pad), v2(c.dil), c.groups);
+    EXPECT_TRUE(testutil::all_close(y64, want, 1e-14, 1e-14)) << "F64";
+    const Tensor y32 = ops::conv2d_silu(x.to(DType::F32), w.to(DType::F32), c.bias ? b.to(DType::F32) : Tensor(),
+                                        v2(c.stride), v2(c.pad), v2(c.dil), c.groups);
+    ASSERT_EQ(y32.dtype(), DType::F32);
+    ASSERT_EQ(y32.shape(), want.shape());
+    // F32: the conv's own 1e-5 (see compare_f32_to_f64) plus oneDNN's swish (a few ulps).
+    EXPECT_TRUE(testutil::all_close(y32, want, 2e-5, 2e-5)) << "F32";
+  }
+}
+
+TEST(Conv2dSiLU, WithGradientsIsTheDifferentiableTwoOpGraph) {
+  const Case c{2, 4, 7, 6, 6, 3, 1, 1, 1, 2, true};
+  Tensor x = testutil::random_tensor({c.n, c.cin, c.h, c.w}, 2100, -1, 1, DType::F32);
+  Tensor w = testutil::random_tensor({c.cout, c.cin / c.groups, c.k, c.k}, 2101, -1, 1, DType::F32);
+  Tensor b = testutil::random_tensor({c.cout}, 2102, -1, 1, DType::F32);
+  Tensor w2 = w.clone();
+  w.set_requires_grad(true);
+  w2.set_requires_grad(true);
+  const Tensor y = ops::conv2d_silu(x, w, b, v2(1), v2(1), v2(1), c.groups);
+  ASSERT_TRUE(y.requires_grad());
+  const Tensor want = ops::silu(ops::conv2d(x, w2, b, v2(1), v2(1), v2(1), c.groups));
+  EXPECT_EQ(y.to_vector<float>(), want.to_vector<float>());
+  y.backward(Tensor::ones(y.shape(), DType::F32));
+  want.backward(Tensor::ones(want.shape(), DType::F32));
+  ASSERT_TRUE(w.grad().defined());
+  EXPECT_EQ(w.grad().to_vector<float>(), w2.grad().to_vector<float>());
+  // Gradient check of the whole op in F64.
+  auto f = [](const std::vector<Tensor>& v) { return ops::conv2d_silu(v[0], v[1], v[2], {2, 2}, {1, 1}); };
+  EXPECT_TRUE(testutil::gradcheck(f, {testutil::random_tensor({1, 3, 6, 5}, 2103),
+                                      testutil::random_tensor({4, 3, 3, 3}, 2104),
+                                      testutil::random_tensor({4}, 2105)}));
+}
+
+TEST(Conv2dSiLU, BadShapesThrowLikeConv2d) {
+  engine::autograd::NoGradGuard ng;
+  Tensor x = Tensor::zeros({2, 4, 17, 17}), w = Tensor::zeros({8, 2, 3, 3});
+  EXPECT_THROW(ops::conv2d_silu(x, Tensor::zeros({8, 3, 3, 3}), Tensor(), {1, 1}, {0, 0}, {1, 1}, 2),
+               engine::ShapeError);
+  EXPECT_THROW(ops::conv2d_silu(x, w, Tensor::zeros({7}), {1, 1}, {0, 0}, {1, 1}, 2), engine::ShapeError);
+  EXPECT_THROW(ops::conv2d_silu(x, w.to(DType::F64), Tensor(), {1, 1}, {0, 0}, {1, 1}, 2), engine::ShapeError);
+  EXPECT_EQ(ops::conv2d_silu(x, w, Tensor(), {2, 2}, {1, 1}, {1, 1}, 2).shape(), (engine::Shape{2, 8, 9, 9}));
+}
+
 TEST(Conv2d, NoGradNoGraph) {
   Tensor x = testutil::random_tensor({1, 2, 4, 4}, 1, -1, 1, DType::F32).set_requires_grad(true);
   Tensor w = testutil::random_tensor({2, 2, 3, 3}, 2, -1, 1, DType::F32);
