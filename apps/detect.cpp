@@ -55,7 +55,7 @@ int run_detect_cli(const DetectArgs& a) {
   if (a.half && !device.is_cuda()) std::printf("detect: NOTICE --half: FP16 inference runs only on CUDA (as officially); using FP32\n");
   if (a.weights.size() > 1) std::printf("detect: NOTICE model ensembles are not supported; using %s\n", a.weights[0].c_str());
   const std::string& w = a.weights[0];
-  LoadedModel lm = load_model(w, a.cfg);
+  LoadedModel lm = load_model(w, a.cfg, -1, /*fuse=*/true);  // official DetectMultiBackend fuses
   if (device.is_cuda()) lm.model->to(device);
   std::vector<std::string> names = lm.names;
   if (names.empty()) {

@@ -77,7 +77,7 @@ int run_val(ValArgs a) {
   io::DataConfig data = io::load_data_yaml(fs::is_regular_file(a.data)
                                                ? a.data
                                                : resolve_config(a.data, "data", "dataset YAML (--data)"));
-  LoadedModel lm = load_model(w, a.cfg, a.single_cls ? 1 : data.nc);
+  LoadedModel lm = load_model(w, a.cfg, a.single_cls ? 1 : data.nc, /*fuse=*/true);  // as official stand-alone
   if (device.is_cuda()) lm.model->to(device);
   const int64_t nc = a.single_cls ? 1 : data.nc;
   Y9_CHECK_T(engine::ConfigError, lm.model->nc() == nc, w, " (", lm.model->nc(),

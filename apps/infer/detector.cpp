@@ -58,7 +58,7 @@ Detector::Detector(const std::string& weights, const DetectorOptions& options) :
              options.max_det);
   impl_->options = options;
   impl_->options.img_size = training::check_img_size(options.img_size, 32);
-  impl_->model = training::load_model(weights, options.cfg);
+  impl_->model = training::load_model(weights, options.cfg, -1, /*fuse=*/true);
   impl_->predictor = training::model_predictor(*impl_->model.model);  // eval mode, NoGradGuard inside
   impl_->nms.conf_thres = options.conf_thres;
   impl_->nms.iou_thres = options.iou_thres;

@@ -84,7 +84,7 @@ ModelYaml weights_model_yaml(const std::map<std::string, std::string>& meta, con
   return y;
 }
 
-LoadedModel load_model(const std::string& weights, const std::string& cfg, int64_t nc_fallback) {
+LoadedModel load_model(const std::string& weights, const std::string& cfg, int64_t nc_fallback, bool fuse) {
   io::SafetensorsData data = io::load_weights_file(weights);  // safetensors or an official .pt
   LoadedModel lm;
   const auto& meta = data.metadata;
@@ -120,6 +120,7 @@ LoadedModel load_model(const std::string& weights, const std::string& cfg, int64
   } catch (const engine::ShapeError& e) {
     Y9_THROW(engine::ShapeError, weights, " (model ", yaml.name, ", nc ", lm.model->nc(), "): ", e.message());
   }
+  if (fuse) graph::fuse(*lm.model);  // no-op on a file already fused
   lm.model->eval();
   return lm;
 }

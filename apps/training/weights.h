@@ -60,7 +60,10 @@ ModelYaml weights_model_yaml(const std::map<std::string, std::string>& meta, con
 /// when the file is missing, a directory or unreadable, engine::ConfigError when no model YAML
 /// is known or the metadata "nc" is not a positive integer, engine::ShapeError naming the first
 /// missing or mismatched tensor.
-LoadedModel load_model(const std::string& weights, const std::string& cfg = "", int64_t nc_fallback = -1);
+/// fuse: fold Conv+BN and RepConvN for inference (graph::fuse), as the official stand-alone
+/// detect/val load through DetectMultiBackend -> attempt_load(fuse=True) (spec eval.md section 1).
+LoadedModel load_model(const std::string& weights, const std::string& cfg = "", int64_t nc_fallback = -1,
+                       bool fuse = false);
 
 /// The metadata "nc" of a weights file as a positive integer, or -1 when absent. Errors:
 /// engine::ConfigError naming `weights` when it is not an integer in 1..graph::kMaxClasses.
