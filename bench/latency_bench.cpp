@@ -50,16 +50,7 @@ constexpr int64_t kImg = 640;
 using bench::env_or;
 // A positive integer from the environment; a bad value ends the program naming the variable (this
 // runs at benchmark registration, before main).
-int positive_env(const char* name, const char* fallback) {
-  const std::string s = env_or(name, fallback);
-  char* end = nullptr;
-  const long v = std::strtol(s.c_str(), &end, 10);
-  if (s.empty() || *end != '\0' || v < 1 || v > 100000) {
-    std::fprintf(stderr, "latency_bench: %s must be an integer in 1..100000, got '%s'\n", name, s.c_str());
-    std::exit(1);
-  }
-  return static_cast<int>(v);
-}
+int positive_env(const char* name, const char* fallback) { return bench::positive_env("latency_bench", name, fallback); }
 int threads() { return positive_env("Y9_LATENCY_THREADS", "2"); }
 int iters() { return positive_env("Y9_LATENCY_ITERS", "10"); }
 std::string dir() { return env_or("Y9_LATENCY_DIR", std::string(Y9_BENCH_BINARY_DIR) + "/latency"); }

@@ -54,4 +54,18 @@ inline std::optional<nlohmann::json> run_official(const std::string& script, con
   }
 }
 
+/// A positive integer (1..100000) from environment variable `name`, else `fallback`; a bad value
+/// ends the program with a message naming `program`, the variable and the value (benchmarks read
+/// these at registration, before main).
+inline int positive_env(const char* program, const char* name, const char* fallback) {
+  const std::string s = env_or(name, fallback);
+  char* end = nullptr;
+  const long v = std::strtol(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || v < 1 || v > 100000) {
+    std::fprintf(stderr, "%s: %s must be an integer in 1..100000, got '%s'\n", program, name, s.c_str());
+    std::exit(1);
+  }
+  return static_cast<int>(v);
+}
+
 }  // namespace bench

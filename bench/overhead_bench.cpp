@@ -45,16 +45,7 @@ struct ModelCase {
 const ModelCase kModels[] = {{"gelan-t", 128}, {"yolov9-s", 640}};
 constexpr int64_t kValBatch = 32;
 
-int positive_env(const char* name, const char* fallback) {
-  const std::string s = bench::env_or(name, fallback);
-  char* end = nullptr;
-  const long v = std::strtol(s.c_str(), &end, 10);
-  if (s.empty() || *end != '\0' || v < 1 || v > 100000) {
-    std::fprintf(stderr, "overhead_bench: %s must be an integer in 1..100000, got '%s'\n", name, s.c_str());
-    std::exit(1);
-  }
-  return static_cast<int>(v);
-}
+int positive_env(const char* name, const char* fallback) { return bench::positive_env("overhead_bench", name, fallback); }
 int threads() { return positive_env("Y9_OVERHEAD_THREADS", "2"); }
 int iters() { return positive_env("Y9_OVERHEAD_ITERS", "20"); }
 

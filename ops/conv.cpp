@@ -52,6 +52,26 @@ kernels::Conv2dShape conv_shape(const Tensor& x, const Tensor& w, const Tensor& 
   return s;
 }
 
+/// The output of a forward entry and the contiguous operands it read (kept by conv2d's backward).
+struct ForwardRun {
+  Tensor y, xc, wc;
+};
+
+/// Runs the forward entry `key` (kernels/common/conv.h) of x's device on geometry `s`:
+/// y [n, c_out, h_out, w_out] in x's dtype, from contiguous copies of x, w and bias (undefined:
+/// none). Throws NotSupportedError when the backend lacks the entry for the dtype.
+ForwardRun run_forward(const engine::KernelKey<kernels::Conv2dForwardFn>& key, const kernels::Conv2dShape& s,
+                       const Tensor& x, const Tensor& w, const Tensor& bias) {
+  auto k = engine::kernel(key, x.dtype(), x.device());
+  ForwardRun r{Tensor::empty({s.n, s.c_out, s.h_out, s.w_out}, x.dtype(), x.device()), engine::contiguous_nograd(x),
+               engine::contiguous_nograd(w)};
+  Tensor bc = bias.defined() ? engine::contiguous_nograd(bias) : Tensor();
+  if (r.y.numel() > 0)
+    k.fn(k.ctx, s, x.dtype(), r.xc.data_ptr(), r.wc.data_ptr(), bc.defined() ? bc.data_ptr() : nullptr,
+         r.y.data_ptr());
+  return r;
+}
+
 }  // namespace
 
 Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in, std::vector<int64_t> stride,
@@ -60,12 +80,8 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in, std
   // Autocast (ops/autocast.h): CUDA operands in the autocast dtype, through differentiable casts.
   const Tensor x = autocast_operand(x_in), w = autocast_operand(w_in), bias = autocast_operand(bias_in);
   const kernels::Conv2dShape s = conv_shape(x, w, bias, stride, padding, dilation, groups);
-  auto k = engine::kernel(kernels::kConv2dForward, x.dtype(), x.device());
-  Tensor xc = engine::contiguous_nograd(x), wc = engine::contiguous_nograd(w);
-  Tensor bc = bias.defined() ? engine::contiguous_nograd(bias) : Tensor();
-  Tensor y = Tensor::empty({s.n, s.c_out, s.h_out, s.w_out}, x.dtype(), x.device());
-  if (y.numel() > 0) k.fn(k.ctx, s, x.dtype(), xc.data_ptr(), wc.data_ptr(), bc.defined() ? bc.data_ptr() : nullptr,
-                          y.data_ptr());
+  const ForwardRun run = run_forward(kernels::kConv2dForward, s, x, w, bias);
+  const Tensor &y = run.y, &xc = run.xc, &wc = run.wc;
 
   if (engine::autograd::needs_grad({x, w, bias})) {
     const bool need_x = x.requires_grad(), need_w = w.requires_grad(), need_b = bias.defined() && bias.requires_grad();
@@ -102,13 +118,7 @@ Tensor conv2d_silu(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in
                      engine::backend(x.device().type).supports(kernels::kConv2dBiasSiLUForward, x.dtype());
   if (!fused) return silu(conv2d(x, w, bias, std::move(stride), std::move(padding), std::move(dilation), groups));
   const kernels::Conv2dShape s = conv_shape(x, w, bias, stride, padding, dilation, groups);
-  auto k = engine::kernel(kernels::kConv2dBiasSiLUForward, x.dtype(), x.device());
-  Tensor xc = engine::contiguous_nograd(x), wc = engine::contiguous_nograd(w);
-  Tensor bc = bias.defined() ? engine::contiguous_nograd(bias) : Tensor();
-  Tensor y = Tensor::empty({s.n, s.c_out, s.h_out, s.w_out}, x.dtype(), x.device());
-  if (y.numel() > 0) k.fn(k.ctx, s, x.dtype(), xc.data_ptr(), wc.data_ptr(), bc.defined() ? bc.data_ptr() : nullptr,
-                          y.data_ptr());
-  return y;
+  return run_forward(kernels::kConv2dBiasSiLUForward, s, x, w, bias).y;
 }
 
 }  // namespace ops
