@@ -164,14 +164,19 @@ void finish(memory& produced, memory& user, CachedReorder& r, dnnl::stream& st) 
   r.prim->execute(st, produced, user);
 }
 
-/// The OpenMP threads a convolution of geometry `s` runs on: 1 when it is small (fewer than
-/// kSerialMacs multiply-accumulates), else every thread. A small convolution split over threads
-/// spends more in the fork, the join and the imbalance of its few blocks than it gains (measured:
-/// gelan-t at 128 px, batch 1, ran faster on 1 thread than on 2; with this threshold its batch-1
-/// detect went from 13.4 to 10.3-11.6 ms on 2 threads, against 12.1 ms at 1 Mi MACs). Both the
-/// primitive's creation (oneDNN sizes its work split then) and its execution use this count.
+/// The OpenMP threads a convolution of geometry `s` runs on. Inference (direction 3, the fused
+/// conv + bias + SiLU of a folded model) runs on 1 thread when it is small (fewer than kSerialMacs
+/// multiply-accumulates): a small convolution split over threads spends more in the fork, the join
+/// and the imbalance of its few blocks than it gains (measured: gelan-t at 128 px, batch 1, ran
+/// faster on 1 thread than on 2; with this threshold its batch-1 detect went from 13.4 to
+/// 10.3-11.6 ms on 2 threads, against 12.1 ms at 1 Mi MACs). Training (forward, backward data,
+/// backward weights) always uses every thread: oneDNN's work split, and so the float rounding of
+/// its reductions, depends on the thread count, and training results must not change with the
+/// size of a layer (with the threshold there, the demo's final mAP50-95 moved from 0.294 to 0.179).
+/// Both the primitive's creation (oneDNN sizes its work split then) and its execution use this count.
 constexpr int64_t kSerialMacs = int64_t(4) << 20;
-int conv_threads(const Conv2dShape& s) {
+int conv_threads(int direction, const Conv2dShape& s) {
+  if (direction != 3) return omp_get_max_threads();
   const int64_t macs = s.n * s.c_out * s.h_out * s.w_out * (s.c_in / s.groups) * s.kh * s.kw;
   return macs < kSerialMacs ? 1 : omp_get_max_threads();
 }
@@ -311,11 +316,12 @@ void conv2d_forward_onednn(OneDnnState& st, const Conv2dShape& s, const float* x
                            float* y, bool silu) {
   try {
     std::lock_guard<std::mutex> lock(st.mu);
-    const int threads = conv_threads(s);
+    const int dir = silu ? 3 : 0;
+    const int threads = conv_threads(dir, s);
     OmpThreadsScope ts(threads);
     using Pd = dnnl::convolution_forward::primitive_desc;
     auto& c = cached<Pd, dnnl::convolution_forward>(
-        st.fwd, key_of(silu ? 3 : 0, threads, bias != nullptr, s), s,
+        st.fwd, key_of(dir, threads, bias != nullptr, s), s,
         [&](const Mds& m) { return fwd_pd(st.eng, m, bias != nullptr, silu); },
         [](const Pd& pd) { return std::array<memory::desc, 3>{pd.src_desc(), pd.weights_desc(), pd.dst_desc()}; });
     const Mds& m = c.m;
@@ -337,7 +343,7 @@ void conv2d_forward_onednn(OneDnnState& st, const Conv2dShape& s, const float* x
 void conv2d_backward_data_onednn(OneDnnState& st, const Conv2dShape& s, const float* dy, const float* w, float* dx) {
   try {
     std::lock_guard<std::mutex> lock(st.mu);
-    const int threads = conv_threads(s);
+    const int threads = conv_threads(1, s);
     OmpThreadsScope ts(threads);
     using Pd = dnnl::convolution_backward_data::primitive_desc;
     auto& c = cached<Pd, dnnl::convolution_backward_data>(
@@ -364,7 +370,7 @@ void conv2d_backward_weights_onednn(OneDnnState& st, const Conv2dShape& s, const
   try {
     std::lock_guard<std::mutex> lock(st.mu);
     const bool with_bias = dbias != nullptr;
-    const int threads = conv_threads(s);
+    const int threads = conv_threads(2, s);
     OmpThreadsScope ts(threads);
     using Pd = dnnl::convolution_backward_weights::primitive_desc;
     auto& c = cached<Pd, dnnl::convolution_backward_weights>(
