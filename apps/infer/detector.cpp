@@ -31,6 +31,7 @@ struct Detector::Impl {
   training::Predictor predictor;
   ops::NmsOptions nms;
   std::vector<std::string> names;
+  mutable io::PlanesBuffer planes;  ///< reused model input (a Detector is not thread-safe)
 
 #ifdef Y9_HAVE_OPENCV
   using Image = cv::Mat;
@@ -39,7 +40,7 @@ struct Detector::Impl {
 #endif
   std::vector<Box> run(const Image& bgr) const {
     const training::ImageDetections r =
-        training::detect_image(predictor, bgr, nms, options.img_size, engine::Device::cpu());
+        training::detect_image(predictor, bgr, nms, options.img_size, engine::Device::cpu(), "", &planes);
     const int64_t n = r.det.size(0);
     const float* d = r.det.data<float>();
     std::vector<Box> out(static_cast<size_t>(n));

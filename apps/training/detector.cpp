@@ -266,7 +266,7 @@ class DetectRun {
 
   /// One image or frame: im0 is annotated in place.
   void process(cv::Mat& im0, const std::string& path, const std::string& prefix, const std::string& txt_stem) {
-    ImageDetections r = detect_image(predictor_, im0, nms_, o_.imgsz, o_.device, path);
+    ImageDetections r = detect_image(predictor_, im0, nms_, o_.imgsz, o_.device, path, &planes_);
     Tensor& det = r.det;
     dt_pre_ += r.pre_s;
     dt_inf_ += r.inf_s;
@@ -332,6 +332,7 @@ class DetectRun {
   fs::path dir_;
   bool save_img_;
   ops::NmsOptions nms_;
+  io::PlanesBuffer planes_;  // the model input, reused across images
   DetectSummary sum_;
   double dt_pre_ = 0, dt_inf_ = 0, dt_nms_ = 0;
 };
@@ -339,7 +340,7 @@ class DetectRun {
 }  // namespace
 
 ImageDetections detect_image(const Predictor& predictor, const cv::Mat& im0, const ops::NmsOptions& nms, int imgsz,
-                             engine::Device device, const std::string& path) {
+                             engine::Device device, const std::string& path, io::PlanesBuffer* planes) {
   ImageDetections r;
   Y9_CHECK_T(engine::IoError, !im0.empty() && im0.type() == CV_8UC3, "detect: ", path.empty() ? "image" : path,
              " is not a non-empty 8-bit 3-channel image");
@@ -361,9 +362,13 @@ ImageDetections detect_image(const Predictor& predictor, const cv::Mat& im0, con
     r.h = lb.img.rows;
     r.w = lb.img.cols;
     t0 = det_now_s();
-    Tensor u8 = to_planes(lb.img);
-    im = ops::div(u8.to(device).to(DType::F32), Tensor::full({1}, 255.0, DType::F32, device));
-    b.images = u8;
+    if (device.is_cpu()) {  // one pass into the reused buffer; the same bits as the two ops below
+      im = io::bgr_to_rgb_planes_f32(lb.img.ptr<uint8_t>(), lb.img.rows, lb.img.cols, lb.img.step[0], planes);
+    } else {
+      Tensor u8 = to_planes(lb.img);
+      im = ops::div(u8.to(device).to(DType::F32), Tensor::full({1}, 255.0, DType::F32, device));
+      b.images = u8;
+    }
   }
   const double t1 = det_now_s();
   Tensor pred = predictor(im, b);

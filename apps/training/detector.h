@@ -13,6 +13,7 @@
 
 #include "apps/training/predictor.h"
 #include "io/image_u8.h"
+#include "io/planes.h"
 #include "ops/nms.h"
 
 namespace training {
@@ -94,15 +95,16 @@ struct ImageDetections {
 /// the CPU path's for equal predictions. `path` only labels the batch. Used by run_detect and by
 /// the embedded API (apps/infer/yolov9/detector.h). Throws engine::IoError on an empty or
 /// non-CV_8UC3 image, engine::Error from letterbox, the predictor or NMS. Deterministic for a
-/// deterministic predictor.
+/// deterministic predictor. On the CPU the planes are written in one pass into `planes` when given
+/// (io::bgr_to_rgb_planes_f32: no allocation for same-sized inputs in a loop).
 ImageDetections detect_image(const Predictor& predictor, const cv::Mat& im0, const ops::NmsOptions& nms, int imgsz,
-                             engine::Device device, const std::string& path = "");
+                             engine::Device device, const std::string& path = "", io::PlanesBuffer* planes = nullptr);
 #else
 /// detect_image of the build without OpenCV (Y9_WITH_OPENCV=OFF, apps/training/detect_nocv.cpp):
 /// the same pipeline with io::letterbox_u8 (OpenCV's INTER_LINEAR repeated, see io/image_u8.h) on
 /// im0, an H0 x W0 x 3 uint8 BGR io::ImageU8. Same result, same errors.
 ImageDetections detect_image(const Predictor& predictor, const io::ImageU8& im0, const ops::NmsOptions& nms, int imgsz,
-                             engine::Device device, const std::string& path = "");
+                             engine::Device device, const std::string& path = "", io::PlanesBuffer* planes = nullptr);
 #endif
 
 /// The official detect loop over list_sources(source). Without OpenCV (Y9_WITH_OPENCV=OFF) only

@@ -19,6 +19,8 @@
 #include "engine/error.h"
 #include "io/image_u8.h"
 #include "io/letterbox.h"
+#include "io/planes.h"
+#include "ops/ops.h"
 #include "tests/testutil.h"
 
 namespace fs = std::filesystem;
@@ -272,4 +274,60 @@ TEST(ImageU8, WriteReadBackAndDraw) {
   EXPECT_THROW(io::resize_linear_u8(im, 0, 5), engine::Error);
   EXPECT_THROW(io::letterbox_u8(io::ImageU8(), 64, 64), engine::Error);
   fs::remove_all(dir);
+}
+
+// io::bgr_to_rgb_planes_f32 (the detect path's model input): the bits of the two-op form
+// (uint8 RGB planes).to(F32) / 255, a padded row stride honoured, the buffer reused only when no
+// tensor still views it, and bad shapes refused.
+TEST(Planes, EqualsPlanesDividedBy255AndReusesTheBufferOnlyWhenFree) {
+  using engine::DType;
+  using engine::Tensor;
+  const int64_t H = 37, W = 53;
+  const size_t step = 3 * W + 7;  // padded rows
+  std::vector<uint8_t> bgr(step * H);
+  for (size_t i = 0; i < bgr.size(); ++i) bgr[i] = static_cast<uint8_t>((i * 7919u + 13u) % 256u);
+  Tensor u8 = Tensor::empty({1, 3, H, W}, DType::U8);
+  uint8_t* d = u8.data<uint8_t>();
+  for (int64_t y = 0; y < H; ++y)
+    for (int64_t x = 0; x < W; ++x)
+      for (int64_t c = 0; c < 3; ++c) d[(c * H + y) * W + x] = bgr[y * step + 3 * x + (2 - c)];
+  const Tensor want = ops::div(u8.to(DType::F32), Tensor::full({1}, 255.0, DType::F32));
+
+  io::PlanesBuffer buf;
+  Tensor a = io::bgr_to_rgb_planes_f32(bgr.data(), H, W, step, &buf);
+  ASSERT_EQ(a.shape(), (engine::Shape{1, 3, H, W}));
+  ASSERT_EQ(a.dtype(), DType::F32);
+  EXPECT_EQ(a.to_vector<float>(), want.to_vector<float>());
+  EXPECT_EQ(io::bgr_to_rgb_planes_f32(bgr.data(), H, W, step).to_vector<float>(), want.to_vector<float>());
+
+  // `a` still views the buffer: a second call must not overwrite it.
+  std::vector<uint8_t> other(bgr.size(), 0);
+  const float* pa = a.data<float>();
+  Tensor b = io::bgr_to_rgb_planes_f32(other.data(), H, W, step, &buf);
+  EXPECT_NE(b.data<float>(), pa);
+  EXPECT_EQ(a.to_vector<float>(), want.to_vector<float>());
+  // A view of b also holds it.
+  Tensor view = b.reshape({3, H, W});
+  const float* pb = b.data<float>();
+  b = Tensor();
+  Tensor c = io::bgr_to_rgb_planes_f32(bgr.data(), H, W, step, &buf);
+  EXPECT_NE(c.data<float>(), pb);
+  EXPECT_EQ(view.to_vector<float>(), std::vector<float>(static_cast<size_t>(3 * H * W), 0.0f));
+  // Dropped: the next same-sized call writes into the same memory.
+  const float* pc = c.data<float>();
+  c = Tensor();
+  view = Tensor();
+  Tensor e = io::bgr_to_rgb_planes_f32(other.data(), H, W, step, &buf);
+  EXPECT_EQ(e.data<float>(), pc);
+  EXPECT_EQ(e.to_vector<float>(), std::vector<float>(static_cast<size_t>(3 * H * W), 0.0f));
+  e = Tensor();
+  // Another size: new memory, right values.
+  Tensor f = io::bgr_to_rgb_planes_f32(bgr.data(), H - 1, W, step, &buf);
+  ASSERT_EQ(f.shape(), (engine::Shape{1, 3, H - 1, W}));
+  EXPECT_EQ(f.to_vector<float>()[0], want.to_vector<float>()[0]);
+
+  EXPECT_THROW(io::bgr_to_rgb_planes_f32(bgr.data(), 0, W, step), engine::ShapeError);
+  EXPECT_THROW(io::bgr_to_rgb_planes_f32(bgr.data(), H, 0, step), engine::ShapeError);
+  EXPECT_THROW(io::bgr_to_rgb_planes_f32(bgr.data(), H, W, 3 * W - 1), engine::ShapeError);
+  EXPECT_THROW(io::bgr_to_rgb_planes_f32(nullptr, H, W, step), engine::Error);
 }
