@@ -93,21 +93,6 @@ void box_label(cv::Mat& im, float x1, float y1, float x2, float y2, const std::s
 
 namespace {
 
-/// Letterboxed RGB planes of im0: [1, 3, H, W] uint8 on the host.
-Tensor to_planes(const cv::Mat& letterboxed) {
-  const int H = letterboxed.rows, W = letterboxed.cols;
-  cv::Mat rgb;
-  cv::cvtColor(letterboxed, rgb, cv::COLOR_BGR2RGB);
-  Tensor u8 = Tensor::empty({1, 3, H, W}, DType::U8);
-  uint8_t* d = u8.data<uint8_t>();
-  for (int y = 0; y < H; ++y) {
-    const uint8_t* s = rgb.ptr<uint8_t>(y);
-    for (int x = 0; x < W; ++x)
-      for (int c = 0; c < 3; ++c) d[(static_cast<int64_t>(c) * H + y) * W + x] = s[3 * x + c];
-  }
-  return u8;
-}
-
 /// Official scale_boxes with the letterbox's ratio_pad, then round: det [n, 6] in place, on its
 /// device (ops::scale_boxes_round_).
 void boxes_to_original(Tensor& det, int H, int W, int h0, int w0) {
@@ -362,13 +347,8 @@ ImageDetections detect_image(const Predictor& predictor, const cv::Mat& im0, con
     r.h = lb.img.rows;
     r.w = lb.img.cols;
     t0 = det_now_s();
-    if (device.is_cpu()) {  // one pass into the reused buffer; the same bits as the two ops below
-      im = io::bgr_to_rgb_planes_f32(lb.img.ptr<uint8_t>(), lb.img.rows, lb.img.cols, lb.img.step[0], planes);
-    } else {
-      Tensor u8 = to_planes(lb.img);
-      im = ops::div(u8.to(device).to(DType::F32), Tensor::full({1}, 255.0, DType::F32, device));
-      b.images = u8;
-    }
+    // RGB planes / 255 in one pass, into the reused buffer (the bits of (u8 planes).to(F32) / 255).
+    im = io::bgr_to_rgb_planes_f32(lb.img.ptr<uint8_t>(), lb.img.rows, lb.img.cols, lb.img.step[0], planes);
   }
   const double t1 = det_now_s();
   Tensor pred = predictor(im, b);
