@@ -1,6 +1,7 @@
 #include "io/planes.h"
 
 #include "engine/error.h"
+#include "engine/storage.h"
 
 namespace io {
 
@@ -14,7 +15,8 @@ Tensor bgr_to_rgb_planes_f32(const uint8_t* bgr, int64_t rows, int64_t cols, siz
   Y9_CHECK(bgr != nullptr, "bgr_to_rgb_planes_f32: null image pointer");
   const engine::Shape shape{1, 3, rows, cols};
   Tensor out;
-  if (buffer && buffer->storage && buffer->storage.use_count() == 1 && buffer->numel == 3 * rows * cols)
+  if (buffer && buffer->storage && buffer->storage.use_count() == 1 &&
+      buffer->storage->nbytes() == static_cast<size_t>(3 * rows * cols) * sizeof(float))
     out = Tensor::make_view(buffer->storage, 0, shape, engine::contiguous_strides(shape), DType::F32);
   else
     out = Tensor::empty(shape, DType::F32);
@@ -30,10 +32,7 @@ Tensor bgr_to_rgb_planes_f32(const uint8_t* bgr, int64_t rows, int64_t cols, siz
       r[o + x] = static_cast<float>(s[3 * x + 2]) / 255.0f;
     }
   }
-  if (buffer) {
-    buffer->storage = out.storage();
-    buffer->numel = out.numel();
-  }
+  if (buffer) buffer->storage = out.storage();
   return out;
 }
 

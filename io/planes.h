@@ -11,17 +11,15 @@
 
 namespace io {
 
-/// A reusable host buffer for bgr_to_rgb_planes_f32: the storage of the last returned tensor and
-/// its element count.
+/// A reusable host buffer for bgr_to_rgb_planes_f32: the storage of the last returned tensor.
 struct PlanesBuffer {
   std::shared_ptr<engine::Storage> storage;
-  int64_t numel = 0;
 };
 
 /// Writes rows x cols interleaved BGR uint8 pixels (row r at bgr + r * row_step bytes) as a CPU
 /// tensor [1, 3, rows, cols] F32, channel 0 = R, 1 = G, 2 = B, each value float(v) / 255.0f: the
 /// same bits as (u8 planes).to(F32) / 255 through ops::div. With `buffer`, the storage of its
-/// previous result is overwritten and returned as a new tensor when it has the same element count
+/// previous result is overwritten and returned as a new tensor when it has the same size in bytes
 /// and no tensor still views it (no allocation in steady state); otherwise new storage is
 /// allocated and kept there. The caller drops the previous result before the next call to reuse.
 /// Throws engine::ShapeError when rows or cols < 1 or row_step < 3 * cols, engine::Error on a null

@@ -42,19 +42,6 @@ std::string det_class_name(const std::vector<std::string>& names, int64_t c) {
   return c >= 0 && c < static_cast<int64_t>(names.size()) ? names[static_cast<size_t>(c)] : std::to_string(c);
 }
 
-/// Letterboxed BGR image -> [1, 3, H, W] uint8 RGB planes on the host.
-Tensor to_planes(const io::ImageU8& lb) {
-  const int H = lb.height, W = lb.width;
-  Tensor u8 = Tensor::empty({1, 3, H, W}, DType::U8);
-  uint8_t* d = u8.data<uint8_t>();
-  for (int y = 0; y < H; ++y) {
-    const uint8_t* s = lb.row(y);
-    for (int x = 0; x < W; ++x)
-      for (int c = 0; c < 3; ++c) d[(static_cast<int64_t>(c) * H + y) * W + x] = s[3 * x + 2 - c];
-  }
-  return u8;
-}
-
 /// Official scale_boxes with the letterbox's ratio_pad, then round: det [n, 6] in place
 /// (ops::scale_boxes_round_, the arithmetic of every build and device).
 void boxes_to_original(Tensor& det, int H, int W, int h0, int w0) {
@@ -229,16 +216,12 @@ ImageDetections detect_image(const Predictor& predictor, const io::ImageU8& im0,
   r.h = lb.img.height;
   r.w = lb.img.width;
   const double t0 = det_now_s();
-  Tensor im;
+  // RGB planes / 255 in one pass (the bits of (u8 planes).to(F32) / 255), into the reused buffer
+  // on the CPU; another device gets a copy of it.
+  Tensor im = io::bgr_to_rgb_planes_f32(lb.img.row(0), lb.img.height, lb.img.width,
+                                        static_cast<size_t>(lb.img.width) * 3, device.is_cpu() ? planes : nullptr);
+  if (!device.is_cpu()) im = im.to(device);
   io::Batch b;
-  if (device.is_cpu()) {  // one pass into the reused buffer; the same bits as the two ops below
-    im = io::bgr_to_rgb_planes_f32(lb.img.row(0), lb.img.height, lb.img.width, static_cast<size_t>(lb.img.width) * 3,
-                                   planes);
-  } else {
-    Tensor u8 = to_planes(lb.img);
-    im = ops::div(u8.to(device).to(DType::F32), Tensor::full({1}, 255.0, DType::F32, device));
-    b.images = u8;
-  }
   const double t1 = det_now_s();
   b.paths = {path};
   b.indices = {0};
