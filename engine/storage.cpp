@@ -15,6 +15,10 @@ void Storage::record_stream(StreamKind stream) {
 Storage::Storage(void* data, size_t nbytes, Device device, std::function<void(void*)> deleter)
     : data_(data), nbytes_(nbytes), device_(device), deleter_(std::move(deleter)) {}
 
+void Storage::freeze() {
+  if (!derived_) derived_ = std::make_unique<DerivedData>();
+}
+
 Storage::~Storage() {
   if (allocator_) {
     allocator_->deallocate(data_, nbytes_);

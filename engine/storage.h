@@ -2,12 +2,42 @@
 #pragma once
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 
 #include "engine/allocator.h"
 #include "engine/device.h"
 
 namespace engine {
+
+/// Data a kernel derives from the bytes of a frozen storage and keeps for the next call, for
+/// example a convolution's weights re-laid-out into its primitive's blocked layout (the fused
+/// inference convolution of kernels/cpu/conv.cpp). Entries are keyed by an address inside the
+/// storage (the operand's first byte) and live until the storage is written through a Tensor
+/// in-place method (Storage::note_write) or destroyed. Thread-safe.
+class DerivedData {
+ public:
+  /// The entry of `key`, or null when none was put.
+  std::shared_ptr<void> find(const void* key) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = entries_.find(key);
+    return it == entries_.end() ? nullptr : it->second;
+  }
+  /// Sets the entry of `key` (replacing any).
+  void put(const void* key, std::shared_ptr<void> value) {
+    std::lock_guard<std::mutex> lock(mu_);
+    entries_[key] = std::move(value);
+  }
+  size_t size() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return entries_.size();
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<const void*, std::shared_ptr<void>> entries_;
+};
 
 /// Owns `nbytes` bytes on `device`. Freed through its allocator (or a custom deleter for
 /// wrapped external memory) when the last tensor using it goes away.
@@ -33,12 +63,27 @@ class Storage {
   /// not own (the wrapped constructor). Throws InternalError if the allocator does not know the block.
   void record_stream(StreamKind stream);
 
+  /// Declares the bytes constant from now on, so that kernels may keep data derived from them
+  /// (derived()). graph::fuse does this for the convolution weights of an inference model.
+  /// Every write through a Tensor in-place method (copy_, fill_, add_, mul_) calls note_write(),
+  /// which thaws the storage and drops what was derived; code that writes a frozen storage
+  /// through a raw data pointer must call note_write() itself. No kernel may run on the storage
+  /// while it is frozen or thawed (not thread-safe against such a call).
+  void freeze();
+  bool frozen() const { return derived_ != nullptr; }
+  /// Thaws a frozen storage (its bytes are about to change): derived data is dropped. A no-op
+  /// when not frozen.
+  void note_write() { derived_.reset(); }
+  /// Where kernels keep data derived from a frozen storage; nullptr when not frozen.
+  DerivedData* derived() const { return derived_.get(); }
+
  private:
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_;
   Allocator* allocator_ = nullptr;
   std::function<void(void*)> deleter_;
+  std::unique_ptr<DerivedData> derived_;  // non-null while frozen
 };
 
 }  // namespace engine

@@ -14,6 +14,8 @@ namespace {
 void check_inplace_allowed(const Tensor& t, const char* op) {
   Y9_CHECK(!(autograd::grad_enabled() && t.is_leaf() && t.requires_grad()), op,
            ": in-place change of a leaf that requires grad (", t.str(), "); wrap it in NoGradGuard");
+  // The bytes change: whatever kernels derived from a frozen storage is stale from here.
+  if (const auto& s = t.storage(); s && s->frozen()) s->note_write();
 }
 }  // namespace
 

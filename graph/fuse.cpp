@@ -104,6 +104,12 @@ int fuse(Module& m) {
     n += c->bn ? 1 : 0;
     c->fuse();
   }
+  // The folded weights are constant from here (no training after fusion): freezing their
+  // storages lets the fused inference convolution keep them in its own layout (engine::Storage::
+  // freeze; a later write through a Tensor in-place method, load_state_dict's copy_ for example,
+  // thaws them again).
+  for (Conv* c : convs) c->conv->weight.storage()->freeze();
+  for (RepConvN* r : reps) r->conv->weight.storage()->freeze();
   return n;
 }
 

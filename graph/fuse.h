@@ -14,9 +14,11 @@ namespace graph {
 
 /// Fuses every RepConvN (RepConvN::fuse) and then every Conv (Conv::fuse) below `m`, like the
 /// official BaseModel.fuse(). Outputs change only by float rounding (spec 6: ~1e-4 of the decoded
-/// pixel coordinates in FP32). Training after fusion is not supported (BN is gone). Returns the
-/// number of modules fused. Parameters are expected on the CPU (values are folded in double on
-/// the host).
+/// pixel coordinates in FP32). Training after fusion is not supported (BN is gone). Freezes the
+/// storages of the fused convolution weights (engine::Storage::freeze), so the CPU's fused
+/// inference convolution reorders each weight once, not once per call. Returns the number of
+/// modules fused (0 on a model already fused; its weights are frozen all the same). Parameters
+/// are expected on the CPU (values are folded in double on the host).
 int fuse(Module& m);
 
 /// Name-prefix renames that take the state of `dual` (a yolov9-X config, multi-branch head) to

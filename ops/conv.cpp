@@ -59,16 +59,18 @@ struct ForwardRun {
 
 /// Runs the forward entry `key` (kernels/common/conv.h) of x's device on geometry `s`:
 /// y [n, c_out, h_out, w_out] in x's dtype, from contiguous copies of x, w and bias (undefined:
-/// none). Throws NotSupportedError when the backend lacks the entry for the dtype.
-ForwardRun run_forward(const engine::KernelKey<kernels::Conv2dForwardFn>& key, const kernels::Conv2dShape& s,
-                       const Tensor& x, const Tensor& w, const Tensor& bias) {
+/// none). `extra...` follow y in the entry's arguments. Throws NotSupportedError when the
+/// backend lacks the entry for the dtype.
+template <typename Fn, typename... Extra>
+ForwardRun run_forward(const engine::KernelKey<Fn>& key, const kernels::Conv2dShape& s, const Tensor& x,
+                       const Tensor& w, const Tensor& bias, Extra... extra) {
   auto k = engine::kernel(key, x.dtype(), x.device());
   ForwardRun r{Tensor::empty({s.n, s.c_out, s.h_out, s.w_out}, x.dtype(), x.device()), engine::contiguous_nograd(x),
                engine::contiguous_nograd(w)};
   Tensor bc = bias.defined() ? engine::contiguous_nograd(bias) : Tensor();
   if (r.y.numel() > 0)
     k.fn(k.ctx, s, x.dtype(), r.xc.data_ptr(), r.wc.data_ptr(), bc.defined() ? bc.data_ptr() : nullptr,
-         r.y.data_ptr());
+         r.y.data_ptr(), extra...);
   return r;
 }
 
@@ -118,7 +120,10 @@ Tensor conv2d_silu(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in
                      engine::backend(x.device().type).supports(kernels::kConv2dBiasSiLUForward, x.dtype());
   if (!fused) return silu(conv2d(x, w, bias, std::move(stride), std::move(padding), std::move(dilation), groups));
   const kernels::Conv2dShape s = conv_shape(x, w, bias, stride, padding, dilation, groups);
-  return run_forward(kernels::kConv2dBiasSiLUForward, s, x, w, bias).y;
+  // A frozen weight (graph::fuse) lets the kernel keep it in its own layout; a non-contiguous w
+  // is copied first, to a fresh storage that is not frozen (null: no derived data).
+  const Tensor wc = engine::contiguous_nograd(w);
+  return run_forward(kernels::kConv2dBiasSiLUForward, s, x, wc, bias, wc.storage()->derived()).y;
 }
 
 }  // namespace ops

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "engine/backend.h"
+#include "engine/storage.h"
 
 namespace kernels {
 
@@ -26,7 +27,13 @@ inline engine::KernelKey<Conv2dForwardFn> kConv2dForward{"conv2d_forward"};
 /// (graph::Conv after fuse(); official models/common.py Conv.forward_fuse), one pass over y. No
 /// backward: ops::conv2d_silu uses it only when no gradient is needed. CPU: oneDNN's convolution
 /// with a swish post-op (F32), reference loops (F64); backends without it get conv then silu.
-inline engine::KernelKey<Conv2dForwardFn> kConv2dBiasSiLUForward{"conv2d_bias_silu_forward"};
+/// `w_derived`: the DerivedData of w's storage when that storage is frozen (its bytes constant,
+/// engine::Storage::freeze), else null. With it the kernel may keep w in its primitive's layout
+/// there (CPU: the oneDNN weight reorder runs once per weight, not once per call).
+using Conv2dBiasSiLUForwardFn = void (*)(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dtype,
+                                         const void* x, const void* w, const void* bias, void* y,
+                                         engine::DerivedData* w_derived);
+inline engine::KernelKey<Conv2dBiasSiLUForwardFn> kConv2dBiasSiLUForward{"conv2d_bias_silu_forward"};
 
 /// dx = conv_transpose(dy, w) (overwrites dx).
 using Conv2dBackwardDataFn = void (*)(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dtype,

@@ -153,6 +153,34 @@ memory as_layout(const dnnl::engine& eng, const memory& user, CachedReorder& r, 
   return m;
 }
 
+/// The layouts of one frozen weight (engine::Storage::freeze) that primitives asked for, each
+/// reordered once from the user's plain layout and kept in the storage's DerivedData until its
+/// bytes change or it dies (fused inference reuses its folded weights on every call).
+struct PackedWeights {
+  std::mutex mu;              // contexts other than this state's may share the weight
+  std::vector<memory> forms;  // one per layout asked for (usually one)
+};
+
+/// The frozen weight `user` in layout `r.want`: the copy kept in `d` when one exists, else
+/// reordered into a new oneDNN buffer (r's cached reorder primitive) and kept there.
+memory packed_weights(const dnnl::engine& eng, engine::DerivedData& d, const memory& user, CachedReorder& r,
+                      dnnl::stream& st) {
+  const void* key = user.get_data_handle();
+  auto p = std::static_pointer_cast<PackedWeights>(d.find(key));
+  if (!p) {
+    p = std::make_shared<PackedWeights>();
+    d.put(key, p);
+  }
+  std::lock_guard<std::mutex> lock(p->mu);
+  for (const memory& m : p->forms)
+    if (m.get_desc() == r.want) return m;
+  memory m(r.want, eng);
+  if (!r.prim) r.prim.emplace(user, m);
+  r.prim->execute(st, const_cast<memory&>(user), m);
+  p->forms.push_back(m);
+  return m;
+}
+
 /// Output memory in layout `r.want` (in `buf` when it differs from the user's); call finish()
 /// to reorder it into the user buffer.
 memory out_layout(const dnnl::engine& eng, const memory& user, const CachedReorder& r, ReorderBuffer& buf) {
@@ -312,8 +340,10 @@ Cached<Pd>& cached(LruCache<OneDnnState::Key, Cached<Pd>>& cache, const OneDnnSt
 
 // --- oneDNN (F32) -------------------------------------------------------------------------------
 
+/// y = conv(x, w) + bias, then SiLU when `silu` (inference). `w_derived` (silu only; may be null):
+/// w's storage is frozen, so its reordered form is kept there (packed_weights).
 void conv2d_forward_onednn(OneDnnState& st, const Conv2dShape& s, const float* x, const float* w, const float* bias,
-                           float* y, bool silu) {
+                           float* y, bool silu, engine::DerivedData* w_derived = nullptr) {
   try {
     std::lock_guard<std::mutex> lock(st.mu);
     const int dir = silu ? 3 : 0;
@@ -328,7 +358,9 @@ void conv2d_forward_onednn(OneDnnState& st, const Conv2dShape& s, const float* x
     ReorderBuffers& b = st.fwd_buf;
     memory xu(m.src, st.eng, const_cast<float*>(x)), wu(m.wei, st.eng, const_cast<float*>(w));
     memory yu(m.dst, st.eng, y);
-    memory xm = as_layout(st.eng, xu, c.in0, st.stream, b.in0), wm = as_layout(st.eng, wu, c.in1, st.stream, b.in1);
+    memory xm = as_layout(st.eng, xu, c.in0, st.stream, b.in0);
+    memory wm = w_derived && wu.get_desc() != c.in1.want ? packed_weights(st.eng, *w_derived, wu, c.in1, st.stream)
+                                                         : as_layout(st.eng, wu, c.in1, st.stream, b.in1);
     memory ym = out_layout(st.eng, yu, c.out, b.out);
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, xm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, ym}};
     if (bias) args.emplace(DNNL_ARG_BIAS, memory(m.bias, st.eng, const_cast<float*>(bias)));
@@ -513,10 +545,10 @@ void conv2d_forward(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DT
 }
 
 void conv2d_bias_silu_forward(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dt, const void* x,
-                              const void* w, const void* bias, void* y) {
+                              const void* w, const void* bias, void* y, engine::DerivedData* w_derived) {
   if (dt == engine::DType::F32) {
     conv2d_forward_onednn(ctx.state<OneDnnState>(), s, static_cast<const float*>(x), static_cast<const float*>(w),
-                          static_cast<const float*>(bias), static_cast<float*>(y), /*silu=*/true);
+                          static_cast<const float*>(bias), static_cast<float*>(y), /*silu=*/true, w_derived);
     return;
   }
   auto* yd = static_cast<double*>(y);

@@ -127,7 +127,22 @@ TEST(Fusion, ConvAndRepConvNBlocks) {
   EXPECT_TRUE(found);
   const Tensor after = block.forward(x);
   EXPECT_TRUE(testutil::all_close(after, before, 1e-4, 1e-5));
+  // The folded weights are frozen (the fused CPU conv keeps them reordered); a load thaws them.
+  Tensor w = block.cv4->conv->weight;
+  EXPECT_TRUE(w.storage()->frozen());
+  int reps = 0;
+  for (auto& [name, mod] : block.named_modules())
+    if (auto* r = dynamic_cast<graph::RepConvN*>(mod)) {
+      ++reps;
+      EXPECT_TRUE(r->conv->weight.storage()->frozen()) << name;
+    }
+  EXPECT_EQ(reps, 4);
+  EXPECT_EQ(block.forward(x).to_vector<float>(), after.to_vector<float>());
+  w.copy_(w.clone());
+  EXPECT_FALSE(w.storage()->frozen());
+  EXPECT_EQ(block.forward(x).to_vector<float>(), after.to_vector<float>());
   EXPECT_EQ(graph::fuse(block), 0);  // idempotent
+  EXPECT_TRUE(w.storage()->frozen());
 }
 
 TEST(Weights, SaveLoadRoundTripAndErrors) {

@@ -179,6 +179,38 @@ TEST(Conv2dSiLU, WithGradientsIsTheDifferentiableTwoOpGraph) {
                                       testutil::random_tensor({4}, 2105)}));
 }
 
+// A frozen weight (engine::Storage::freeze, as graph::fuse leaves the folded weights): the fused
+// F32 kernel reorders it into its primitive's layout once and keeps that copy in the storage's
+// DerivedData; the output is bit-identical to the unfrozen call, and a write through an in-place
+// method thaws the storage, so the next call sees the new values (no stale copy).
+TEST(Conv2dSiLU, FrozenWeightIsReorderedOnceAndAWriteThawsIt) {
+  engine::autograd::NoGradGuard ng;
+  const Tensor x = testutil::random_tensor({1, 32, 14, 14}, 2200, -2, 2, DType::F32);
+  const Tensor b = testutil::random_tensor({64}, 2201, -1, 1, DType::F32);
+  Tensor w = testutil::random_tensor({64, 32, 3, 3}, 2202, -0.2, 0.2, DType::F32);
+  auto conv = [&](const Tensor& wt) { return ops::conv2d_silu(x, wt, b, v2(1), v2(1)); };
+  const Tensor plain = conv(w);
+  EXPECT_EQ(w.storage()->derived(), nullptr);
+  w.storage()->freeze();
+  ASSERT_NE(w.storage()->derived(), nullptr);
+  EXPECT_EQ(conv(w).to_vector<float>(), plain.to_vector<float>());
+  // oneDNN's AVX2/AVX-512 kernels take 32 -> 64 channels in a blocked weight layout: one kept copy.
+  EXPECT_EQ(w.storage()->derived()->size(), 1u);
+  EXPECT_EQ(conv(w).to_vector<float>(), plain.to_vector<float>());  // served from the copy
+  EXPECT_EQ(w.storage()->derived()->size(), 1u);
+
+  w.mul_(-0.5);  // thaws: the kept copy is dropped with the derived data
+  EXPECT_FALSE(w.storage()->frozen());
+  const Tensor fresh = conv(w.clone());  // a new, unfrozen storage with the same values
+  EXPECT_EQ(conv(w).to_vector<float>(), fresh.to_vector<float>());
+  EXPECT_NE(fresh.to_vector<float>(), plain.to_vector<float>());
+  w.storage()->freeze();  // frozen again: reordered from the new values
+  EXPECT_EQ(conv(w).to_vector<float>(), fresh.to_vector<float>());
+  w.copy_(testutil::random_tensor(w.shape(), 2202, -0.2, 0.2, DType::F32));  // back to the first values
+  EXPECT_FALSE(w.storage()->frozen());
+  EXPECT_EQ(conv(w).to_vector<float>(), plain.to_vector<float>());
+}
+
 TEST(Conv2dSiLU, BadShapesThrowLikeConv2d) {
   engine::autograd::NoGradGuard ng;
   Tensor x = Tensor::zeros({2, 4, 17, 17}), w = Tensor::zeros({8, 2, 3, 3});
