@@ -29,6 +29,7 @@ class DerivedData {
     std::lock_guard<std::mutex> lock(mu_);
     entries_[key] = std::move(value);
   }
+  /// The number of entries (tests count what a kernel kept).
   size_t size() const {
     std::lock_guard<std::mutex> lock(mu_);
     return entries_.size();
@@ -67,8 +68,8 @@ class Storage {
   /// (derived()). graph::fuse does this for the convolution weights of an inference model.
   /// Every write through a Tensor in-place method (copy_, fill_, add_, mul_) calls note_write(),
   /// which thaws the storage and drops what was derived; code that writes a frozen storage
-  /// through a raw data pointer must call note_write() itself. No kernel may run on the storage
-  /// while it is frozen or thawed (not thread-safe against such a call).
+  /// through a raw data pointer must call note_write() itself. Not thread-safe: freeze() and
+  /// note_write() must not run while a kernel on another thread reads this storage.
   void freeze();
   bool frozen() const { return derived_ != nullptr; }
   /// Thaws a frozen storage (its bytes are about to change): derived data is dropped. A no-op
