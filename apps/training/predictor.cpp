@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 
 #include "engine/autograd.h"
+#include "engine/cpu_cache.h"
 #include "engine/error.h"
 #include "graph/model.h"
 #include "ops/autocast.h"
@@ -20,7 +22,10 @@ using engine::Tensor;
 Predictor model_predictor(graph::Model& model, engine::DType autocast) {
   model.eval();
   graph::Model* m = &model;
-  return [m, autocast](const Tensor& x, const io::Batch&) {
+  // The inference arena: the CPU blocks a pass frees are kept for the next pass while the
+  // predictor (any copy of it) lives, so steady-state passes allocate nothing from the system.
+  auto arena = std::make_shared<engine::CpuCacheScope>();
+  return [m, autocast, arena](const Tensor& x, const io::Batch&) {
     engine::autograd::NoGradGuard ng;
     graph::ModelOutput out;
     if (autocast != engine::DType::F32) {

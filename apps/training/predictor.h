@@ -25,6 +25,9 @@ using Predictor = std::function<engine::Tensor(const engine::Tensor& images, con
 /// autocast F16/BF16 (`--half` on CUDA, official model.half()): the forward runs under
 /// ops::AutocastGuard (the CUDA convolutions and matmuls in that dtype, BatchNorm in FP32; CPU
 /// tensors are never cast) and the prediction is cast back to F32; F32 (default): no autocast.
+/// The predictor and its copies hold one engine::CpuCacheScope (the inference arena): CPU blocks
+/// freed during its passes are reused by the next ones (up to 512 MiB kept unused) and go back to
+/// the system when the last copy is destroyed.
 Predictor model_predictor(graph::Model& model, engine::DType autocast = engine::DType::F32);
 
 /// Official check_img_size: rounds `img` up to a multiple of `stride` (min `floor`), printing the

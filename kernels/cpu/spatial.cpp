@@ -96,14 +96,33 @@ void max_pool2d_backward_cpu(const T* dy, const int64_t* idx, const Plane2d& g, 
   }
 }
 
+/// avg_pool2d(k 2, stride 1, pad 0) on rows of unit stride (ADown / AConv of YOLOv9), one output
+/// row from two input rows in a loop the compiler vectorises. Each output sums its window in the
+/// generic kernel's order (0 + x[i][j], + x[i][j+1], + x[i+1][j], + x[i+1][j+1]), so the results
+/// are bit-identical to it.
+template <typename T>
+void avg_pool2d_k2s1_plane(const T* xp, const Plane2d& g, T inv, T* yp) {
+  for (int64_t oh = 0; oh < g.ho; ++oh) {
+    const T* r0 = xp + oh * g.xs[2];
+    const T* r1 = r0 + g.xs[2];
+    T* out = yp + oh * g.wo;
+    for (int64_t ow = 0; ow < g.wo; ++ow) out[ow] = (((T(0) + r0[ow]) + r0[ow + 1]) + r1[ow] + r1[ow + 1]) * inv;
+  }
+}
+
 template <typename T>
 void avg_pool2d_forward_cpu(const T* x, const Plane2d& g, int64_t k, int64_t stride, int64_t pad, T* y) {
   const int64_t planes = g.n * g.c;
   const T inv = T(1) / static_cast<T>(k * k);
+  const bool k2s1 = k == 2 && stride == 1 && pad == 0 && g.xs[3] == 1;
 #pragma omp parallel for schedule(static) if (par_for(planes * g.ho * g.wo * k * k))
   for (int64_t p = 0; p < planes; ++p) {
     const T* xp = x + (p / g.c) * g.xs[0] + (p % g.c) * g.xs[1];
     T* yp = y + p * g.ho * g.wo;
+    if (k2s1) {
+      avg_pool2d_k2s1_plane(xp, g, inv, yp);
+      continue;
+    }
     for (int64_t oh = 0; oh < g.ho; ++oh) {
       const int64_t h0 = pool_window_begin(oh, stride, pad), h1 = pool_window_end(oh, k, stride, pad, g.h);
       for (int64_t ow = 0; ow < g.wo; ++ow) {

@@ -112,6 +112,28 @@ TEST(Upsample, ForwardGradcheckF32) {
   EXPECT_THROW(ops::upsample_nearest(random_tensor({3, 4, 5}, 1), 2), engine::ShapeError);
 }
 
+// avg_pool2d(2, 1, 0) of YOLOv9's ADown / AConv has its own CPU loop for rows of unit stride; it
+// must give the generic kernel's bits (same summation order), which an input whose W stride is 2
+// (every other column of a wider tensor) still takes. Negative zeros included.
+TEST(Pool, AvgK2S1FastPathIsBitIdenticalToTheGenericKernel) {
+  for (DType dt : {DType::F32, DType::F64}) {
+    Tensor wide = random_tensor({2, 3, 9, 22}, 77).to(dt);
+    Tensor strided = wide.slice(3, 0, 22, 2);  // [2, 3, 9, 11], W stride 2: generic kernel
+    Tensor contiguous = strided.contiguous();  // unit W stride: the k2s1 loop
+    ASSERT_NE(strided.strides()[3], 1);
+    const auto a = ops::avg_pool2d(contiguous, 2, 1, 0).to_vector<double>();
+    const auto b = ops::avg_pool2d(strided, 2, 1, 0).to_vector<double>();
+    ASSERT_EQ(a.size(), static_cast<size_t>(2 * 3 * 8 * 10));
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i], b[i]) << i;
+      EXPECT_EQ(std::signbit(a[i]), std::signbit(b[i])) << i;
+    }
+    EXPECT_TRUE(testutil::all_close(ops::avg_pool2d(contiguous, 2, 1, 0), ref_pool(contiguous, 2, 1, 0, false), 1e-6, 1e-7));
+  }
+  Tensor negz = Tensor::full({1, 1, 3, 3}, -0.0, DType::F32);
+  for (float v : ops::avg_pool2d(negz, 2, 1, 0).to_vector<float>()) EXPECT_FALSE(std::signbit(v));  // 0 + -0 = +0
+}
+
 TEST(Pool, MaxAndAvgMatchReferenceAndGradcheck) {
   struct Cfg { int64_t k, s, p; };
   for (Cfg c : {Cfg{2, 2, 0}, Cfg{3, 2, 1}, Cfg{5, 1, 2}, Cfg{2, 1, 0}, Cfg{3, 3, 1}}) {

@@ -1,0 +1,39 @@
+// The inference arena of the CPU allocator: a scope during which freed CPU blocks are kept and
+// handed out again instead of going back to the system, so that steady-state inference (the same
+// shapes pass after pass) allocates nothing from the system (issue 15: "a tensor arena for
+// inference, with no allocation in steady state"). Training does not use it: outside every scope
+// the CPU allocator behaves exactly as before (aligned_alloc / free per block), so its peak memory
+// is unchanged.
+#pragma once
+#include <cstddef>
+
+namespace engine {
+
+/// While at least one CpuCacheScope is alive (any thread), engine::cpu_allocator():
+///   - allocates every block at its size class (64-byte multiples up to 4 KiB; above that the
+///     size rounded up to an eighth of its power of two, so at most 12.5% more than asked);
+///   - on deallocate of a block it allocated in a scope, keeps it in a free list of its class
+///     (instead of free()) unless the cached bytes would exceed the scope's limit;
+///   - on allocate, hands out a cached block of the request's class when there is one; only a
+///     miss reaches the system (AllocatorStats::num_misses).
+/// Blocks allocated before any scope are freed to the system as before. When the last scope ends,
+/// every cached block is released (AllocatorStats::cached_bytes returns to 0); blocks still in use
+/// then go back to the system when they are freed. Thread-safe (the allocator's mutex).
+/// Memory: at most `max_cached_bytes` (the largest limit among the live scopes) are held unused.
+/// Used by training::model_predictor (val, detect, the embedded inference build): the predictor
+/// holds one scope for its lifetime.
+class CpuCacheScope {
+ public:
+  /// Default cap on the bytes kept unused: 512 MiB (a yolov9-s 640 px batch-1 pass needs ~210 MiB
+  /// for no system allocation in steady state; larger batches cache what fits).
+  static constexpr size_t kDefaultMaxCachedBytes = size_t(512) << 20;
+  explicit CpuCacheScope(size_t max_cached_bytes = kDefaultMaxCachedBytes);
+  ~CpuCacheScope();
+  CpuCacheScope(const CpuCacheScope&) = delete;
+  CpuCacheScope& operator=(const CpuCacheScope&) = delete;
+};
+
+/// The size class the CPU allocator uses in a CpuCacheScope for a request of `nbytes` (> 0).
+size_t cpu_cache_size_class(size_t nbytes);
+
+}  // namespace engine
