@@ -102,6 +102,9 @@ void register_train(CLI::App& app) {
         sub.add_option("--upload_dataset", upload_s, "W&B upload (ignored)")->expected(0, 1);
         sub.add_option("--bbox_interval", o.bbox_interval, "W&B bbox interval (ignored)");
         sub.add_option("--artifact_alias", o.artifact_alias, "W&B artifact alias (ignored)");
+        sub.add_option("--cpu-threads", o.cpu_threads,
+                       "OpenMP threads of CPU training: N, or auto (fewer while other processes keep the CPUs busy; "
+                       "not with --deterministic); default: OpenMP's count");
         sub.add_flag("--deterministic", o.deterministic,
                      "bitwise reproducible run (fixed-order reductions; also needed for exact --resume)");
         sub.add_option("--nbs", o.nbs,

@@ -10,7 +10,9 @@
 //                     detect's thresholds, boxes back to the image); counter batch1_over_batch32 =
 //                     this time / BM_ValBatch32's time per image of the same model (run first).
 // Both count sys_allocs_per_pass: allocations per iteration that reached the system (the CPU
-// allocator's misses; engine/allocator.h), small ones included.
+// allocator's misses; engine/allocator.h), small ones included; the predictor's inference arena
+// (engine/cpu_cache.h) makes that 0 once warm while its cap holds a pass's freed blocks.
+// arena_cached_MiB: the bytes the arena holds unused after the last pass.
 // Env: Y9_OVERHEAD_THREADS (default 2), Y9_OVERHEAD_ITERS (batch-1 iterations, default 20; the
 // batch-32 runs take max(1, that / 10)).
 #include <benchmark/benchmark.h>
@@ -90,6 +92,7 @@ void BM_ValBatch32(benchmark::State& st) {
   st.counters["ms_per_image"] = ms;
   st.counters["sys_allocs_per_pass"] = static_cast<double>(engine::cpu_allocator()->stats().num_misses - misses0) /
                                        static_cast<double>(st.iterations());
+  st.counters["arena_cached_MiB"] = static_cast<double>(engine::cpu_allocator()->stats().cached_bytes) / (1 << 20);
   st.SetLabel(label(m, kValBatch));
 }
 
@@ -115,6 +118,7 @@ void BM_DetectBatch1(benchmark::State& st) {
   st.counters["ms_per_image"] = ms;
   st.counters["sys_allocs_per_pass"] = static_cast<double>(engine::cpu_allocator()->stats().num_misses - misses0) /
                                        static_cast<double>(st.iterations());
+  st.counters["arena_cached_MiB"] = static_cast<double>(engine::cpu_allocator()->stats().cached_bytes) / (1 << 20);
   if (auto it = g_val_ms_per_image.find(m); it != g_val_ms_per_image.end())
     st.counters["batch1_over_batch32"] = ms / it->second;
   st.SetLabel(label(m, 1));

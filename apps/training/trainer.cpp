@@ -8,6 +8,7 @@
 #include "apps/training/pt_resume.h"
 
 #include <unistd.h>
+#include <omp.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -60,7 +61,8 @@ namespace training {
   X(flat_cos_lr) X(fixed_lr) X(label_smoothing) X(patience) X(freeze) X(save_period) X(seed)              \
   X(local_rank) X(min_items) X(close_mosaic) X(entity) X(upload_dataset) X(bbox_interval)                 \
   X(artifact_alias) X(deterministic) X(fp32_init) X(nbs) X(plot_features) X(save_dir) X(accumulate) X(allreduce)  \
-  X(bucket_mb) X(grad_dtype) X(master_port) X(val_distributed) X(trace) X(amp) X(val_batch)
+  X(bucket_mb) X(grad_dtype) X(master_port) X(val_distributed) X(trace) X(amp) X(val_batch)     \
+  X(cpu_threads)
 
 nlohmann::ordered_json options_to_json(const TrainOptions& o) {
   nlohmann::ordered_json j;
@@ -546,6 +548,16 @@ void Trainer::setup_notices() {
     device_ = engine::Device::cpu();
   }
   if (device_.is_cuda()) std::printf("device: %s\n", device_.str().c_str());
+  check_cpu_threads_option(o.cpu_threads, o.deterministic);
+  if (!o.cpu_threads.empty() && o.cpu_threads != "auto") {
+    omp_set_num_threads(std::atoi(o.cpu_threads.c_str()));
+  } else if (o.cpu_threads == "auto") {
+    if (device_.is_cuda())
+      notice("--cpu-threads auto", "applies to training on the CPU only; the CPU keeps OpenMP's thread count");
+    else
+      cpu_threads_ = std::make_unique<CpuThreadGovernor>(omp_get_max_threads(),
+                                                         static_cast<int>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN))));
+  }
   {
     // Official: amp = check_amp(model) on CUDA, off on the CPU.
     std::string why;
@@ -1445,6 +1457,7 @@ void Trainer::step(const io::Batch& batch, int64_t epoch, int64_t i, int64_t ni,
     return d;
   };
   trace_step(ni);
+  if (cpu_threads_) cpu_threads_->update();  // --cpu-threads auto: follow the other processes' load
   if (dp_) {
     // Test aid for the failure tests: Y9_FAULT_KILL=<rank>:<iteration> makes that rank SIGKILL
     // itself at the start of that iteration (a rank dying mid-run).

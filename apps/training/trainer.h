@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/training/cpu_threads.h"
 #include "apps/training/dist/data_parallel.h"
 #include "apps/training/ema.h"
 #include "apps/training/grad_scaler.h"
@@ -98,6 +99,9 @@ struct TrainOptions {
   /// the official train_dual.py fixes it; WongKinYiu/yolov9 #459: users hit out-of-memory there).
   int64_t val_batch = 0;
   std::string trace;               ///< --trace FILE: Chrome-trace JSON of a few steps
+  /// --cpu-threads: "" (OpenMP's thread count), N (that many OpenMP threads), or auto (the count
+  /// follows the load of other processes between steps on the CPU; apps/training/cpu_threads.h).
+  std::string cpu_threads;
   /// Mixed precision: "auto" (official: AMP iff training on CUDA), "fp16" (--amp), "bf16"
   /// (--amp bf16), "off" (--no-amp). AMP is CUDA-only: on the CPU it stays off (a notice when
   /// forced).
@@ -272,6 +276,7 @@ class Trainer {
   io::AugmentOptions val_aug_;        ///< val_ds_'s options (rebuilt with a halved batch after an OOM)
   std::vector<Tensor> rank_grads_;    ///< every rank's accumulated gradients for a mid-epoch checkpoint
   std::unique_ptr<Tracer> tracer_;
+  std::unique_ptr<CpuThreadGovernor> cpu_threads_;  ///< --cpu-threads auto on the CPU, else null
   int64_t trace_begin_ = -1, trace_end_ = -1;  ///< traced iterations [begin, end)
   int trace_layer_ = -1;
   int64_t trace_span_t0_ = 0, trace_last_hook_ = 0;

@@ -250,6 +250,18 @@ TEST_F(TrainE2E, ClearErrors) {
   r = run(base_args("err") + " --epochs 1 --amp fp8");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("--amp fp8: expected fp16 or bf16"), std::string::npos) << r.out;
+  r = run(base_args("err") + " --epochs 1 --cpu-threads 0");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--cpu-threads must be auto or an integer in 1..1024 (got '0')"), std::string::npos) << r.out;
+  r = run(base_args("err") + " --epochs 1 --cpu-threads auto --deterministic");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("cannot be combined with --deterministic"), std::string::npos) << r.out;
+  // --cpu-threads auto trains (the governor samples /proc between steps); base_args without
+  // --deterministic.
+  std::string nondet = base_args("auto");
+  nondet.erase(nondet.find(" --deterministic"), std::string(" --deterministic").size());
+  r = run(nondet + " --epochs 1 --cpu-threads auto --stop-after-batches 2");
+  EXPECT_EQ(r.code, 0) << r.out;
 
   // Hyp file without a key the run needs.
   const fs::path hyp = g_root / "hyp_missing.yaml";

@@ -34,6 +34,10 @@ struct DetectorOptions {
 /// NMS, boxes mapped back and rounded), so its boxes are exactly those of the program's
 /// `--save-txt --save-conf` labels. Deterministic: the same image gives the same boxes bitwise.
 /// Not thread-safe: use one Detector per thread.
+/// Memory: while a Detector lives, the CPU blocks its passes free are kept for the next passes
+/// (the inference arena of engine/cpu_cache.h: about 100 MiB for yolov9-s at 640 px, at most
+/// 512 MiB), so steady-state detect() allocates nothing from the system; they are released when
+/// the last Detector is destroyed.
 /// Errors: every failure throws std::runtime_error (engine::Error) with a message naming the file
 /// or value at fault: a missing or corrupt weights file, no model YAML, a weights/YAML mismatch,
 /// an unreadable image.
