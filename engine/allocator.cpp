@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
@@ -15,10 +16,11 @@
 namespace engine {
 
 size_t cpu_cache_size_class(size_t nbytes) {
+  Y9_CHECK(nbytes <= std::numeric_limits<size_t>::max() / 2, "CPU allocator: ", nbytes, " bytes is not a valid size");
   const size_t r = (nbytes + 63) / 64 * 64;
   if (r <= 4096) return r;
   size_t p = 4096;
-  while (p * 2 <= r) p *= 2;
+  while (p <= r / 2) p *= 2;
   const size_t step = p / 8;  // 512 B at 4 KiB, 2 MiB at 16 MiB
   return (r + step - 1) / step * step;
 }
@@ -45,7 +47,12 @@ class CpuAllocator final : public Allocator {
         lock.lock();
         stats_.num_misses++;
       }
-      in_scope_blocks_.insert(p);
+      try {
+        in_scope_blocks_.insert(p);
+      } catch (...) {
+        std::free(p);
+        throw;
+      }
       count_live_locked(nbytes);
       return p;
     }
@@ -60,14 +67,17 @@ class CpuAllocator final : public Allocator {
     if (!p) return;
     std::unique_lock<std::mutex> lock(mu_);
     stats_.live_bytes -= static_cast<int64_t>(nbytes);
-    auto it = in_scope_blocks_.find(p);
+    auto it = in_scope_blocks_.empty() ? in_scope_blocks_.end() : in_scope_blocks_.find(p);
     if (it != in_scope_blocks_.end()) {
       in_scope_blocks_.erase(it);
       const size_t size = cpu_cache_size_class(nbytes);
       if (scopes_ > 0 && cached_bytes_ + size <= limit_) {
-        free_[size].push_back(p);
-        cached_bytes_ += size;
-        return;
+        try {
+          free_[size].push_back(p);
+          cached_bytes_ += size;
+          return;
+        } catch (...) {  // no memory for the list: give the block back instead (deallocate must not throw)
+        }
       }
     }
     lock.unlock();
@@ -87,7 +97,11 @@ class CpuAllocator final : public Allocator {
   void open_scope(size_t limit) {
     std::lock_guard<std::mutex> lock(mu_);
     scopes_++;
+#if defined(__SANITIZE_ADDRESS__)
+    (void)limit;  // under AddressSanitizer nothing is cached: a reused block would hide a use after free
+#else
     limit_ = std::max(limit_, limit);
+#endif
   }
   void close_scope() {
     std::vector<void*> drop;
@@ -125,9 +139,11 @@ class CpuAllocator final : public Allocator {
   std::unordered_set<void*> in_scope_blocks_;  // blocks in use that were allocated at their size class
 };
 
+// Never destroyed: tensors held by objects destroyed after it at exit (statics of an embedding
+// program, the backend registry) still free their blocks into it.
 CpuAllocator& cpu_instance() {
-  static CpuAllocator instance;
-  return instance;
+  static CpuAllocator* instance = new CpuAllocator;
+  return *instance;
 }
 
 }  // namespace

@@ -19,7 +19,10 @@ namespace engine {
 /// Blocks allocated before any scope are freed to the system as before. When the last scope ends,
 /// every cached block is released (AllocatorStats::cached_bytes returns to 0); blocks still in use
 /// then go back to the system when they are freed. Thread-safe (the allocator's mutex).
-/// Memory: at most `max_cached_bytes` (the largest limit among the live scopes) are held unused.
+/// Memory: at most `max_cached_bytes` are held unused (the largest limit of the scopes opened since
+/// the count of live scopes was last 0). The cache is process-wide: blocks freed by any thread
+/// while a scope lives are kept (data-loader threads, the host code of an embedding program).
+/// Under AddressSanitizer nothing is cached (a reused block would hide a use after free).
 /// Used by training::model_predictor (val, detect, the embedded inference build): the predictor
 /// holds one scope for its lifetime.
 class CpuCacheScope {
@@ -34,7 +37,9 @@ class CpuCacheScope {
   CpuCacheScope& operator=(const CpuCacheScope&) = delete;
 };
 
-/// The size class the CPU allocator uses in a CpuCacheScope for a request of `nbytes` (> 0).
+/// The size class, in bytes, the CPU allocator uses in a CpuCacheScope for a request of `nbytes`
+/// bytes (> 0; 0 gives 0): a multiple of 64 at least `nbytes`. Throws engine::Error when `nbytes`
+/// exceeds SIZE_MAX / 2.
 size_t cpu_cache_size_class(size_t nbytes);
 
 }  // namespace engine

@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "engine/error.h"
 
@@ -20,7 +19,12 @@ CpuThreadGovernor::CpuThreadGovernor(int max_threads, int cpus)
     : max_threads_(std::max(1, max_threads)), cpus_(std::max(1, cpus)), threads_(max_threads_) {}
 
 int CpuThreadGovernor::observe(double others) {
-  load_ = 0.7 * load_ + 0.3 * std::max(0.0, others);
+  // The median of the last 3 samples (each at most cpus) enters the average, so one burst never does.
+  recent_[next_] = std::clamp(others, 0.0, static_cast<double>(cpus_));
+  next_ = (next_ + 1) % 3;
+  double m[3] = {recent_[0], recent_[1], recent_[2]};
+  std::sort(m, m + 3);
+  load_ = 0.7 * load_ + 0.3 * m[1];
   const int want = std::clamp(static_cast<int>(std::lround(cpus_ - load_)), 1, max_threads_);
   if (want == threads_) {
     streak_ = 0;
@@ -44,8 +48,8 @@ double CpuThreadGovernor::other_runnable_tasks() {
   if (running < 0) return -1;
   long ours = 0;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator("/proc/self/task", ec)) {
-    std::ifstream ts(e.path() / "stat");
+  for (fs::directory_iterator it("/proc/self/task", ec), end; !ec && it != end; it.increment(ec)) {
+    std::ifstream ts(it->path() / "stat");
     std::string s;
     std::getline(ts, s);
     // pid (comm) state ...: the state follows the last ')' (comm may hold spaces and parens).

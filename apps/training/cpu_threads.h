@@ -15,10 +15,15 @@ namespace training {
 /// processes the machine has, sampled between steps.
 /// A sample: others = procs_running of /proc/stat (runnable tasks of the whole machine, as the
 /// kernel counts them now) minus this process's threads in state R (/proc/self/task/*/stat).
-/// Policy: an exponential average of the samples (weight 0.3 for the newest); the wanted count is
-/// clamp(round(cpus - average), 1, max_threads), where cpus is the machine's online CPUs; the
-/// count changes only after 3 consecutive samples want the same new value (so a daemon waking up
-/// once does not move it). Thread counts change oneDNN's work split and so the float rounding of
+/// Policy: the median of the last 3 samples (each counted at most `cpus`) enters an exponential
+/// average (weight 0.3 for the newest), so one burst of tasks, however large, never does; the
+/// wanted count is clamp(round(cpus - average), 1, max_threads), where cpus is the machine's online
+/// CPUs; the count changes only after 3 consecutive samples want the same new value. A lasting
+/// change of load moves it after about 5 steps.
+/// Limits: /proc/stat counts the whole host, so in a container pinned to a few CPUs of a large
+/// host the governor sees load on CPUs it does not use (cpus is then the host's, so that load
+/// rarely cuts threads) and misses sharing of its own CPUs. Data-parallel ranks on the CPU see each
+/// other as load. Thread counts change oneDNN's work split and so the float rounding of
 /// its reductions: `--cpu-threads auto` is refused with --deterministic.
 class CpuThreadGovernor {
  public:
@@ -31,6 +36,7 @@ class CpuThreadGovernor {
   /// The policy alone (tests): one sample of `others` runnable tasks; returns the new count
   /// without touching OpenMP.
   int observe(double others);
+  /// The thread count chosen by the last update() / observe() (max_threads before any).
   int threads() const { return threads_; }
   /// The current exponential average of the other processes' runnable tasks.
   double load() const { return load_; }
@@ -42,6 +48,8 @@ class CpuThreadGovernor {
   int max_threads_, cpus_;
   int threads_;
   double load_ = 0;
+  double recent_[3] = {0, 0, 0};  // the last 3 samples (ring), clamped to [0, cpus]
+  int next_ = 0;
   int pending_ = 0;  // the new count wanted by the last samples
   int streak_ = 0;   // how many consecutive samples wanted it
 };

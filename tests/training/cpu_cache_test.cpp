@@ -56,7 +56,7 @@ TEST(CpuCache, AScopeReusesFreedBlocksOfTheSameClassAndReleasesThemAtItsEnd) {
     EXPECT_EQ(misses(), m0 + 1);
     a->deallocate(p, 100000);
     EXPECT_EQ(cached(), static_cast<int64_t>(engine::cpu_cache_size_class(100000)));
-    void* q = a->allocate(99000);  // same class (98304 + 12288 steps): the cached block
+    void* q = a->allocate(99000);  // same class (65536 + 8192-byte steps: 106496): the cached block
     EXPECT_EQ(q, p);
     EXPECT_EQ(misses(), m0 + 1);
     EXPECT_EQ(cached(), 0);

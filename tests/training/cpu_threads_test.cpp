@@ -16,28 +16,29 @@ namespace {
 
 using training::CpuThreadGovernor;
 
-TEST(CpuThreads, OneBusyProcessOnTwoCpusTakesOneThreadAfterFourSamples) {
+TEST(CpuThreads, OneBusyProcessOnTwoCpusTakesOneThreadAfterFiveSamples) {
   CpuThreadGovernor g(2, 2);
   for (int i = 0; i < 10; ++i) EXPECT_EQ(g.observe(0), 2);
-  // Average 0.3, 0.51, 0.66 (wanted 2, 1, 1): not yet; 0.76: the third sample in a row wanting 1.
-  EXPECT_EQ(g.observe(1), 2);
-  EXPECT_EQ(g.observe(1), 2);
-  EXPECT_EQ(g.observe(1), 2);
+  // Medians 0, 1, 1, 1, 1 -> averages 0, 0.3, 0.51, 0.66, 0.76 (wanted 2, 2, 1, 1, 1): the fifth
+  // sample is the third in a row wanting 1.
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(g.observe(1), 2) << i;
   EXPECT_EQ(g.observe(1), 1);
   for (int i = 0; i < 10; ++i) EXPECT_EQ(g.observe(1), 1);
-  // The competitor leaves: the average decays (wanted 1, 2, 2, 2) and the count comes back.
-  EXPECT_EQ(g.observe(0), 1);
-  EXPECT_EQ(g.observe(0), 1);
-  EXPECT_EQ(g.observe(0), 1);
+  // The competitor leaves: medians 1, 0, 0, 0, 0 (wanted 1, 1, 2, 2, 2) and the count comes back.
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(g.observe(0), 1) << i;
   EXPECT_EQ(g.observe(0), 2);
 }
 
 TEST(CpuThreads, ASingleSpikeDoesNotMoveTheCount) {
   CpuThreadGovernor g(2, 2);
-  for (int round = 0; round < 5; ++round) {
-    EXPECT_EQ(g.observe(3), 2);  // a burst of daemons, once
-    for (int i = 0; i < 6; ++i) EXPECT_EQ(g.observe(0), 2);
+  for (double burst : {1.0, 3.0, 4.0, 50.0}) {
+    EXPECT_EQ(g.observe(burst), 2);  // a burst of tasks, once
+    for (int i = 0; i < 6; ++i) EXPECT_EQ(g.observe(0), 2) << burst;
   }
+  CpuThreadGovernor big(8, 8);
+  EXPECT_EQ(big.observe(200), 8);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(big.observe(0), 8);
+  EXPECT_EQ(big.load(), 0.0);  // the burst never entered the average
 }
 
 TEST(CpuThreads, TheCountStaysWithinOneAndTheQuietCount) {
