@@ -2,12 +2,16 @@
 // models/common.py and models/yolo.py forwards; spec shared/spec/model.md sections 2, 3 and 8).
 // Kept apart from construction so that code which only builds/counts models links without ops.
 // Only shape metadata is read on the host here (anchor grids); never tensor data.
+#include <algorithm>
 #include <cmath>
+#include <functional>
 
+#include "engine/autograd.h"
 #include "engine/error.h"
 #include "graph/model.h"
 #include "ops/cbfuse.h"
 #include "ops/ops.h"
+#include "ops/parallel.h"
 #include "ops/tal.h"
 
 namespace graph {
@@ -149,17 +153,83 @@ std::vector<Tensor> CBFuse::run(const std::vector<std::vector<Tensor>>& in) cons
 
 // --- detection head ------------------------------------------------------------------------------------
 
+std::vector<int64_t> Detect::chain_order() const {
+  std::vector<int64_t> order;
+  for (int64_t l = 0; l < nl; ++l)
+    for (int b = 0; b < branches; ++b) {
+      order.push_back(2 * (b * nl + l) + 1);  // class chain (the wider) first
+      order.push_back(2 * (b * nl + l));
+    }
+  return order;
+}
+
+double Detect::inter_op_speedup(const std::vector<Tensor>& xs, int threads) const {
+  Y9_CHECK_SHAPE(static_cast<int64_t>(xs.size()) == nl * branches, type_name(), ": ", xs.size(), " inputs, expected ",
+                 nl * branches);
+  if (threads < 1) return 1.0;
+  std::vector<double> load(static_cast<size_t>(threads), 0.0);
+  double total = 0.0;
+  for (int64_t k : chain_order()) {
+    const Tensor& x = xs[static_cast<size_t>(k / 2)];
+    Y9_CHECK_SHAPE(x.dim() == 4, type_name(), ": input ", k / 2, " is not [B, C, H, W]");
+    const auto b = static_cast<size_t>(k / 2 / nl), l = static_cast<size_t>(k / 2 % nl);
+    double macs = 0.0;
+    (k % 2 ? cls_seq : box_seq)[b][l]->trace1({x.size(1), x.size(2), x.size(3)}, macs);
+    macs *= static_cast<double>(x.size(0));
+    *std::min_element(load.begin(), load.end()) += macs;  // the thread that frees first takes it
+    total += macs;
+  }
+  const double makespan = *std::max_element(load.begin(), load.end());
+  return makespan > 0 ? total / makespan : 1.0;
+}
+
+bool Detect::inter_op(const std::vector<Tensor>& xs) const {
+  if (training() || static_cast<int64_t>(xs.size()) != nl * branches || !xs[0].device().is_cpu() ||
+      engine::autograd::grad_enabled())
+    return false;
+  for (const Tensor& x : xs)
+    if (x.dim() != 4) return false;
+  const int threads = ops::concurrent_threads();
+  if (threads < 2) return false;
+  const Tensor& x = xs[0];  // the largest level
+  const bool small = x.size(0) * x.size(2) * x.size(3) <= kInterOpMaxPixels;
+  const double speedup = inter_op_speedup(xs, threads);
+  return small ? speedup > 1.2 : speedup >= kInterOpMinSpeedup * threads;
+}
+
 HeadOutput Detect::forward(const std::vector<Tensor>& xs) const {
   Y9_CHECK_SHAPE(static_cast<int64_t>(xs.size()) == nl * branches, type_name(), ": ", xs.size(), " inputs, expected ",
                  nl * branches);
   HeadOutput out;
   out.raw.resize(static_cast<size_t>(branches));
-  for (int b = 0; b < branches; ++b)
-    for (int64_t l = 0; l < nl; ++l) {
-      const Tensor& x = xs[static_cast<size_t>(b * nl + l)];
-      const auto bi = static_cast<size_t>(b), li = static_cast<size_t>(l);
-      out.raw[bi].push_back(ops::concat({box_seq[bi][li]->forward(x), cls_seq[bi][li]->forward(x)}, 1));
+  if (inter_op(xs)) {
+    // The 2 x branches x nl conv chains are independent: run them concurrently, one per thread,
+    // largest level first (dynamic schedule), class chain (the wider) before box chain.
+    const size_t n = xs.size();
+    std::vector<Tensor> box_out(n), cls_out(n);
+    std::vector<std::function<void()>> tasks;
+    for (int64_t k : chain_order()) {
+      const auto i = static_cast<size_t>(k / 2), bi = static_cast<size_t>(k / 2 / nl),
+                 li = static_cast<size_t>(k / 2 % nl);
+      if (k % 2)
+        tasks.emplace_back([&, i, bi, li] { cls_out[i] = cls_seq[bi][li]->forward(xs[i]); });
+      else
+        tasks.emplace_back([&, i, bi, li] { box_out[i] = box_seq[bi][li]->forward(xs[i]); });
     }
+    ops::run_concurrently(tasks);
+    for (int b = 0; b < branches; ++b)
+      for (int64_t l = 0; l < nl; ++l) {
+        const auto i = static_cast<size_t>(b * nl + l);
+        out.raw[static_cast<size_t>(b)].push_back(ops::concat({box_out[i], cls_out[i]}, 1));
+      }
+  } else {
+    for (int b = 0; b < branches; ++b)
+      for (int64_t l = 0; l < nl; ++l) {
+        const Tensor& x = xs[static_cast<size_t>(b * nl + l)];
+        const auto bi = static_cast<size_t>(b), li = static_cast<size_t>(l);
+        out.raw[bi].push_back(ops::concat({box_seq[bi][li]->forward(x), cls_seq[bi][li]->forward(x)}, 1));
+      }
+  }
   if (training()) return out;
   // Anchors and strides come from branch 0's level shapes (identical for every branch), as
   // [1, 2, A] and [1, 1, A] (official make_anchors(feats, strides, 0.5), transposed).

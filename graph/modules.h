@@ -314,7 +314,34 @@ class Detect : public Block {
   std::string type_name() const override;
   std::vector<Dims> trace(const std::vector<std::vector<Dims>>& in, double& macs) const override;
   /// xs: branches*nl maps in `from` order. Training: raw only; eval: raw + decoded.
+  /// When inter_op(xs), the box and class conv chains run concurrently (ops::run_concurrently).
   HeadOutput forward(const std::vector<Tensor>& xs) const;
+  /// Whether forward(xs) runs its 2 x branches x nl conv chains concurrently, one per CPU thread
+  /// (ops::run_concurrently), instead of one after the other with each conv split over the
+  /// threads. Only in eval mode on the CPU, with grad disabled (inference; training keeps its
+  /// order and its multi-threaded primitives) and more than one thread available
+  /// (ops::concurrent_threads), and only where it pays (measured on 2 cores, fused models, batch 1):
+  ///  - small maps, at most kInterOpMaxPixels cells (batch x H x W) in the largest level xs[0],
+  ///    where a conv has too little work to split (gelan-t at 128 px, 16 x 16 cells: head 3.85 ->
+  ///    2.92 ms), when inter_op_speedup > 1.2;
+  ///  - larger maps when the chains balance almost perfectly, inter_op_speedup >= 0.95 x threads
+  ///    (yolov9-s's dual head, 2.0 on 2 threads: head 131.6 -> 113.6 ms at 640 px; gelan-t's
+  ///    single head, 1.67, went from 46.8 to 51.4 ms there, so it stays split).
+  /// The outputs do not change: a forward convolution's bits do not depend on the thread count of
+  /// its primitive (tests/ops/parallel_test.cpp), and the other ops of the chains are elementwise.
+  /// False when xs is not nl x branches maps [B, C, H, W] (forward reports that).
+  bool inter_op(const std::vector<Tensor>& xs) const;
+  static constexpr int64_t kInterOpMaxPixels = 1024;
+  static constexpr double kInterOpMinSpeedup = 0.95;  ///< per thread, for maps above kInterOpMaxPixels
+  /// The speed-up over one thread of running the chains concurrently on `threads` threads (>= 1),
+  /// from their multiply-accumulates (Sequential::trace1 x batch): total / makespan, where each
+  /// chain in chain_order() goes to the thread that frees first (run_concurrently's dynamic
+  /// schedule). 1 when there is no work. Throws engine::ShapeError when xs is not nl x branches
+  /// maps [B, C, H, W].
+  double inter_op_speedup(const std::vector<Tensor>& xs, int threads) const;
+  /// The chains in the order the concurrent head starts them: 2 * (b * nl + l) + (1 for the class
+  /// chain, 0 for the box chain), level by level (the largest maps first), class chain first.
+  std::vector<int64_t> chain_order() const;
   /// bias_init(): box biases 1.0, class biases ln(5 / nc / (640/s)^2) (spec 2.16). Needs strides.
   void bias_init();
 

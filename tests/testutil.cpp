@@ -5,9 +5,11 @@
 #include <stdexcept>
 
 #include <fnmatch.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <random>
@@ -151,5 +153,14 @@ bool gpu_required() {
   const char* v = std::getenv("Y9_REQUIRE_GPU");
   return v && std::string(v) == "1";
 }
+
+bool same_bits(const engine::Tensor& a, const engine::Tensor& b) {
+  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
+  const engine::Tensor x = a.to(engine::Device::cpu()).contiguous(), y = b.to(engine::Device::cpu()).contiguous();
+  return std::memcmp(x.data_ptr(), y.data_ptr(), static_cast<size_t>(x.numel()) * engine::dtype_size(x.dtype())) == 0;
+}
+
+OmpThreads::OmpThreads(int n) : prev_(omp_get_max_threads()) { omp_set_num_threads(n); }
+OmpThreads::~OmpThreads() { omp_set_num_threads(prev_); }
 
 }  // namespace testutil

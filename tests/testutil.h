@@ -40,6 +40,22 @@ engine::Tensor random_tensor(const engine::Shape& shape, uint64_t seed, double l
                                      std::vector<engine::Tensor> inputs, double eps = 1e-6, double rtol = 1e-5,
                                      double atol = 1e-7);
 
+/// True when a and b have the same shape, dtype and bytes (read on the host; any device).
+bool same_bits(const engine::Tensor& a, const engine::Tensor& b);
+
+/// Sets the calling thread's OpenMP thread count (omp_set_num_threads) for a scope; restores the
+/// previous count after.
+class OmpThreads {
+ public:
+  explicit OmpThreads(int n);
+  ~OmpThreads();
+  OmpThreads(const OmpThreads&) = delete;
+  OmpThreads& operator=(const OmpThreads&) = delete;
+
+ private:
+  int prev_;
+};
+
 /// True when the CUDA backend is compiled and engine::cuda_device_count() > 0.
 bool gpu_available();
 /// True when the environment has Y9_REQUIRE_GPU=1 (a GPU job must not pass by skipping).

@@ -1,14 +1,21 @@
 // CPU convolution entries: oneDNN primitives for F32 and direct loops for F64 (the reference
-// path of finite-difference checks and of the F32 path's tests). The oneDNN engine, stream and a
+// path of finite-difference checks and of the F32 path's tests). The oneDNN engine and a
 // primitive cache keyed by the convolution geometry live in the CPU device context (OneDnnState),
-// so a primitive descriptor is built once per shape and direction.
+// so a primitive descriptor is built once per shape and direction. Executions may run
+// concurrently from several threads (the detection head's inter-op parallelism, graph/forward.cpp):
+// each thread executes on its own stream with its own reorder buffers and scratchpad (primitives
+// use oneDNN's user scratchpad mode, the mode its documentation names for concurrent execution).
 #include <omp.h>
 
 #include <array>
+#include <cassert>
+#include <atomic>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <list>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <tuple>
@@ -85,55 +92,91 @@ Mds make_mds(const Conv2dShape& s) {
   return m;
 }
 
-/// A cached reorder between a user (plain) layout and the primitive's layout of one operand:
-/// the reorder primitive is built on the first execution that needs it and reused after, so a
-/// cache hit creates no oneDNN object at all. `want` is the primitive's layout of the operand.
+/// Attributes of every primitive here: oneDNN's user scratchpad mode, so an execution gets its
+/// scratchpad from the calling thread (ThreadExec::scratch) and a primitive may run on threads other
+/// than the one that created it, and on two threads at once (oneDNN's default global scratchpad
+/// forbids both).
+dnnl::primitive_attr user_scratchpad_attr() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+/// A reorder between a user (plain) layout and the primitive's layout of one operand, built with
+/// the primitive (so executions, possibly concurrent, only read it). `want` is the primitive's
+/// layout of the operand; `prim` is empty when it equals the user's; `scratch` is the reorder's
+/// scratchpad layout (size 0 when it needs none).
 struct CachedReorder {
   memory::desc want;
   std::optional<dnnl::reorder> prim;
+  memory::desc scratch;
 };
+
+/// The reorder of one operand between the user's layout `user` and the primitive's `want`: from
+/// user to want for an input (`user_to_want`), from want to user for an output; no primitive when
+/// the layouts are equal.
+CachedReorder make_reorder(const dnnl::engine& eng, const memory::desc& user, const memory::desc& want,
+                           bool user_to_want) {
+  CachedReorder r;
+  r.want = want;
+  if (user == want) return r;
+  const memory::desc& from = user_to_want ? user : want;
+  const memory::desc& to = user_to_want ? want : user;
+  dnnl::reorder::primitive_desc pd(eng, from, eng, to, user_scratchpad_attr());
+  r.prim.emplace(pd);
+  r.scratch = pd.scratchpad_desc();
+  return r;
+}
 
 /// A primitive descriptor, the primitive built from it, the memory descriptors of its geometry
 /// and the reorders of its operands (built once per key, so a cache hit creates no descriptor).
 /// in0 / in1 / out: the operands in the order of the direction's function (forward: src,
 /// weights, dst; backward data: diff_dst, weights, diff_src; backward weights: src, diff_dst,
-/// diff_weights).
+/// diff_weights). Immutable once built: executions on several threads share it.
 template <typename Pd>
 struct Cached {
   Pd pd;
   dnnl::primitive prim;
   Mds m;
   CachedReorder in0, in1, out;
+  uint64_t id;             // unique over the process: keys the threads' BoundMemories of this entry
+  memory::desc scratch;    // pd's scratchpad layout (size 0 when it needs none)
 };
+
+/// A process-unique id for a new cache entry (an evicted entry's address may be reused).
+uint64_t next_entry_id() {
+  static std::atomic<uint64_t> n{0};
+  return n++;
+}
 
 /// A grow-only, 64-byte aligned host buffer that holds one operand of an execution in oneDNN's
 /// chosen layout (the reorders of src / weights / dst), reused by the next execution instead of a
-/// fresh allocation (and its page faults) per call. Only for operands of at most kMaxBytes: larger
-/// ones (training batches at full size) get a buffer of their own per call, as before, so the
-/// state never holds more than 3 x kMaxBytes per direction.
+/// fresh allocation (and its page faults) per call. Only for operands of at most max_bytes (default
+/// kMaxBytes): larger ones (training batches at full size) get a buffer of their own per call, as
+/// before, so the state never holds more than 3 x kMaxBytes per direction.
 class ReorderBuffer {
  public:
   static constexpr size_t kMaxBytes = size_t(8) << 20;
-  ReorderBuffer() = default;
+  explicit ReorderBuffer(size_t max_bytes = kMaxBytes) : max_bytes_(max_bytes) {}
   ReorderBuffer(const ReorderBuffer&) = delete;
   ReorderBuffer& operator=(const ReorderBuffer&) = delete;
   ~ReorderBuffer() { engine::cpu_allocator()->deallocate(p_, cap_); }
-  /// Memory of layout `d`: in this buffer when it fits in kMaxBytes, else a new oneDNN buffer.
-  /// The buffer comes from engine::cpu_allocator() (64-byte aligned; counted in its statistics);
-  /// throws engine::Error when that allocation fails.
-  memory make(const memory::desc& d, const dnnl::engine& eng) {
-    const size_t n = d.get_size();
-    if (n > kMaxBytes) return memory(d, eng);
+  /// This buffer, grown to at least `n` bytes, or null when n exceeds max_bytes (the caller makes
+  /// a buffer of its own). The buffer comes from engine::cpu_allocator() (64-byte aligned; counted
+  /// in its statistics); throws engine::Error when that allocation fails.
+  void* data(size_t n) {
+    if (n > max_bytes_) return nullptr;
     if (n > cap_) {
       engine::cpu_allocator()->deallocate(p_, cap_);
       p_ = nullptr, cap_ = 0;
       p_ = engine::cpu_allocator()->allocate(n);
       cap_ = n;
     }
-    return memory(d, eng, p_);
+    return p_;
   }
 
  private:
+  size_t max_bytes_;
   void* p_ = nullptr;
   size_t cap_ = 0;
 };
@@ -143,13 +186,94 @@ struct ReorderBuffers {
   ReorderBuffer in0, in1, out;
 };
 
+/// The oneDNN memory objects of one cached primitive on one thread, kept across its calls and
+/// re-pointed at each call's buffers (set_data_handle), so a call creates no memory object (on a
+/// small convolution, creating and destroying the 5-8 objects of a call cost about as much as the
+/// convolution itself). A slot's layout is the same on every call of its primitive.
+struct BoundMemories {
+  enum Slot { kIn0, kIn1, kOut, kBias, kIn0Buf, kIn1Buf, kOutBuf, kScratch, kSlots };
+  /// Slot `s` as memory of layout `d` at `p` (created on its first use; re-pointed on `st`, the
+  /// thread's stream, which also zero-pads a padded blocked layout).
+  const memory& at(Slot s, const memory::desc& d, const dnnl::engine& eng, dnnl::stream& st, const void* p) {
+    memory& x = m[s];
+    if (!x) {
+      x = memory(d, eng, const_cast<void*>(p));
+    } else {
+      assert(x.get_desc() == d);
+      x.set_data_handle(const_cast<void*>(p), st);
+    }
+    return x;
+  }
+  std::array<memory, kSlots> m;
+};
+
+/// What one thread needs to execute primitives of one OneDnnState: its own stream (a dnnl::stream
+/// is not thread-safe), reorder targets, scratchpad and memory objects (BoundMemories), so
+/// concurrent executions share nothing mutable. Lives until the thread exits (thread_local; at
+/// most 3 x 8 MiB of reorder buffers per direction are kept, larger ones are allocated per call).
+/// The scratchpad grows to the largest one the thread's primitives asked for and is kept, as
+/// oneDNN's own global scratchpad was.
+struct ThreadExec {
+  explicit ThreadExec(const dnnl::engine& eng) : stream(eng) {}
+  /// The memory objects of cache entry `id` on this thread. Entries evicted from the cache leave
+  /// theirs behind, so the map is emptied when it reaches kMaxBound entries.
+  BoundMemories& bound_for(uint64_t id) {
+    static constexpr size_t kMaxBound = 4096;
+    if (bound.size() >= kMaxBound && !bound.count(id)) bound.clear();
+    return bound[id];
+  }
+  dnnl::stream stream;
+  ReorderBuffers fwd_buf, bwd_data_buf, bwd_weights_buf;
+  ReorderBuffer scratch{std::numeric_limits<size_t>::max()};
+  std::unordered_map<uint64_t, BoundMemories> bound;
+};
+
+/// The arguments of one execution (oneDNN's C API takes an array: no map is built per call).
+struct ExecArgs {
+  void add(int arg, const memory& m) { a[n++] = {arg, m.get()}; }
+  std::array<dnnl_exec_arg_t, 8> a{};
+  int n = 0;
+};
+
+/// Runs `prim` on `te`'s stream with `args`, adding a scratchpad of layout `scratch` (from the
+/// thread's buffer; bound to `bm`'s slot when given) when the primitive needs one. Throws
+/// dnnl::error when oneDNN fails.
+void execute(const dnnl::primitive& prim, const memory::desc& scratch, const dnnl::engine& eng, ThreadExec& te,
+             BoundMemories* bm, ExecArgs args) {
+  memory sp;
+  if (const size_t n = scratch.get_size(); n > 0) {
+    const void* p = te.scratch.data(n);
+    sp = bm ? bm->at(BoundMemories::kScratch, scratch, eng, te.stream, p)
+            : memory(scratch, eng, const_cast<void*>(p));
+    args.add(DNNL_ARG_SCRATCHPAD, sp);
+  }
+  dnnl::error::wrap_c_api(dnnl_primitive_execute(prim.get(), te.stream.get(), args.n, args.a.data()),
+                          "could not execute a primitive");
+}
+
+/// Runs the reorder `r` from `from` to `to` on the thread's stream.
+void run_reorder(const CachedReorder& r, const dnnl::engine& eng, ThreadExec& te, const memory& from, const memory& to) {
+  ExecArgs a;
+  a.add(DNNL_ARG_FROM, from);
+  a.add(DNNL_ARG_TO, to);
+  execute(*r.prim, r.scratch, eng, te, nullptr, a);
+}
+
+/// Memory of layout `r.want` for an operand that needs a reorder: `buf` bound to slot `s` of `bm`,
+/// or a buffer of its own when the operand is larger than buf keeps.
+memory reorder_target(const dnnl::engine& eng, ThreadExec& te, const CachedReorder& r, ReorderBuffer& buf,
+                      BoundMemories& bm, BoundMemories::Slot s) {
+  const void* p = buf.data(r.want.get_size());
+  return p ? bm.at(s, r.want, eng, te.stream, p) : memory(r.want, eng);
+}
+
 /// User memory in the layout of `r.want`: itself when the layouts agree, else reordered into
 /// `buf` (with r's cached reorder primitive).
-memory as_layout(const dnnl::engine& eng, const memory& user, CachedReorder& r, dnnl::stream& st, ReorderBuffer& buf) {
-  if (user.get_desc() == r.want) return user;
-  memory m = buf.make(r.want, eng);
-  if (!r.prim) r.prim.emplace(user, m);
-  r.prim->execute(st, const_cast<memory&>(user), m);
+memory as_layout(const dnnl::engine& eng, const memory& user, const CachedReorder& r, ThreadExec& te,
+                 ReorderBuffer& buf, BoundMemories& bm, BoundMemories::Slot s) {
+  if (!r.prim) return user;
+  memory m = reorder_target(eng, te, r, buf, bm, s);
+  run_reorder(r, eng, te, user, m);
   return m;
 }
 
@@ -163,8 +287,8 @@ struct PackedWeights {
 
 /// The frozen weight `user` in layout `r.want`: the copy kept in `d` when one exists, else
 /// reordered into a new oneDNN buffer (r's cached reorder primitive) and kept there.
-memory packed_weights(const dnnl::engine& eng, engine::DerivedData& d, const memory& user, CachedReorder& r,
-                      dnnl::stream& st) {
+memory packed_weights(const dnnl::engine& eng, engine::DerivedData& d, const memory& user, const CachedReorder& r,
+                      ThreadExec& te) {
   const void* key = user.get_data_handle();
   auto p = std::static_pointer_cast<PackedWeights>(d.find(key));
   if (!p) {
@@ -175,21 +299,20 @@ memory packed_weights(const dnnl::engine& eng, engine::DerivedData& d, const mem
   for (const memory& m : p->forms)
     if (m.get_desc() == r.want) return m;
   memory m(r.want, eng);
-  if (!r.prim) r.prim.emplace(user, m);
-  r.prim->execute(st, const_cast<memory&>(user), m);
+  run_reorder(r, eng, te, user, m);
   p->forms.push_back(m);
   return m;
 }
 
 /// Output memory in layout `r.want` (in `buf` when it differs from the user's); call finish()
 /// to reorder it into the user buffer.
-memory out_layout(const dnnl::engine& eng, const memory& user, const CachedReorder& r, ReorderBuffer& buf) {
-  return user.get_desc() == r.want ? user : buf.make(r.want, eng);
+memory out_layout(const dnnl::engine& eng, ThreadExec& te, const memory& user, const CachedReorder& r,
+                  ReorderBuffer& buf, BoundMemories& bm) {
+  return r.prim ? reorder_target(eng, te, r, buf, bm, BoundMemories::kOutBuf) : user;
 }
-void finish(memory& produced, memory& user, CachedReorder& r, dnnl::stream& st) {
-  if (produced.get(true) == user.get(true)) return;
-  if (!r.prim) r.prim.emplace(produced, user);
-  r.prim->execute(st, produced, user);
+void finish(const memory& produced, const memory& user, const CachedReorder& r, const dnnl::engine& eng,
+            ThreadExec& te) {
+  if (r.prim) run_reorder(r, eng, te, produced, user);
 }
 
 /// The OpenMP threads a convolution of geometry `s` runs on. Inference (direction 3, the fused
@@ -202,8 +325,11 @@ void finish(memory& produced, memory& user, CachedReorder& r, dnnl::stream& st) 
 /// its reductions, depends on the thread count, and training results must not change with the
 /// size of a layer (with the threshold there, the demo's final mAP50-95 moved from 0.294 to 0.179).
 /// Both the primitive's creation (oneDNN sizes its work split then) and its execution use this count.
+/// Inside an active OpenMP parallel region (several convolutions run concurrently, one per thread)
+/// every direction runs on 1 thread: the nested region would get one thread anyway.
 constexpr int64_t kSerialMacs = int64_t(4) << 20;
 int conv_threads(int direction, const Conv2dShape& s) {
+  if (omp_in_parallel()) return 1;
   if (direction != 3) return omp_get_max_threads();
   const int64_t macs = s.n * s.c_out * s.h_out * s.w_out * (s.c_in / s.groups) * s.kh * s.kw;
   return macs < kSerialMacs ? 1 : omp_get_max_threads();
@@ -226,24 +352,39 @@ class OmpThreadsScope {
   int prev_;
 };
 
-/// oneDNN state of the CPU context: engine, stream and the primitive cache (per direction, keyed
-/// by the geometry; a primitive descriptor is built once per shape). Executions are serialised by
-/// `mu` (a dnnl::stream is not thread-safe); oneDNN parallelises inside each one.
+/// oneDNN state of the CPU context: engine and the primitive cache (per direction, keyed by the
+/// geometry; a primitive descriptor is built once per shape). `mu` guards the cache only: entries
+/// are shared_ptrs, so one evicted while another thread executes it stays alive until that
+/// execution ends. Executions run outside the lock on the calling thread's ThreadExec.
 struct OneDnnState {
   static constexpr size_t kCapacity = 512;  // per direction; one model has about 100 convs
   explicit OneDnnState(engine::DeviceContext&)
-      : eng(dnnl::engine::kind::cpu, 0), stream(eng), fwd(kCapacity), bwd_data(kCapacity), bwd_weights(kCapacity) {}
+      : eng(dnnl::engine::kind::cpu, 0), fwd(kCapacity), bwd_data(kCapacity), bwd_weights(kCapacity) {}
+  /// The calling thread's execution state for this OneDnnState (created on the thread's first call).
+  ThreadExec& thread_exec() {
+    thread_local std::unordered_map<uint64_t, std::unique_ptr<ThreadExec>> per_state;
+    auto& te = per_state[id];
+    if (!te) te = std::make_unique<ThreadExec>(eng);
+    return *te;
+  }
   dnnl::engine eng;
-  dnnl::stream stream;
+  const uint64_t id = next_id();  // keys thread_exec (an address could be reused by a later state)
   std::mutex mu;
   // Key: direction (0 fwd, 1 bwd data, 2 bwd weights, 3 fwd + SiLU) + 4 x the thread count the
   // primitive was created for (conv_threads), bias, then the geometry.
   using Key = std::tuple<int, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
                          int64_t, int64_t, int64_t, int64_t, int64_t>;
-  LruCache<Key, Cached<dnnl::convolution_forward::primitive_desc>> fwd;
-  LruCache<Key, Cached<dnnl::convolution_backward_data::primitive_desc>> bwd_data;
-  LruCache<Key, Cached<dnnl::convolution_backward_weights::primitive_desc>> bwd_weights;
-  ReorderBuffers fwd_buf, bwd_data_buf, bwd_weights_buf;  // reused reorder targets (under mu)
+  template <typename Pd>
+  using Cache = LruCache<Key, std::shared_ptr<const Cached<Pd>>>;
+  Cache<dnnl::convolution_forward::primitive_desc> fwd;
+  Cache<dnnl::convolution_backward_data::primitive_desc> bwd_data;
+  Cache<dnnl::convolution_backward_weights::primitive_desc> bwd_weights;
+
+ private:
+  static uint64_t next_id() {
+    static std::atomic<uint64_t> n{0};
+    return n++;
+  }
 };
 
 OneDnnState::Key key_of(int dir, int threads, bool bias, const Conv2dShape& s) {
@@ -256,7 +397,7 @@ OneDnnState::Key key_of(int dir, int threads, bool bias, const Conv2dShape& s) {
 dnnl::convolution_forward::primitive_desc fwd_pd(const dnnl::engine& eng, const Mds& m, bool with_bias,
                                                  bool silu = false) {
   const auto prop = silu ? dnnl::prop_kind::forward_inference : dnnl::prop_kind::forward_training;
-  dnnl::primitive_attr attr;
+  dnnl::primitive_attr attr = user_scratchpad_attr();
   if (silu) {
     dnnl::post_ops po;
 #if DNNL_VERSION_MAJOR >= 3
@@ -288,11 +429,11 @@ dnnl::convolution_backward_data::primitive_desc bwd_data_pd(const dnnl::engine& 
   auto fpd = fwd_pd(eng, m, false);
 #if DNNL_VERSION_MAJOR >= 3
   return {eng, dnnl::algorithm::convolution_direct, m.src_any, m.wei_any, m.dst_any, m.strides, m.dil, m.pad_l,
-          m.pad_r, fpd};
+          m.pad_r, fpd, user_scratchpad_attr()};
 #else
   dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, m.src_any, m.wei_any, m.dst_any,
                                           m.strides, m.dil, m.pad_l, m.pad_r);
-  return {d, eng, fpd};
+  return {d, user_scratchpad_attr(), eng, fpd};
 #endif
 }
 
@@ -302,9 +443,9 @@ dnnl::convolution_backward_weights::primitive_desc bwd_weights_pd(const dnnl::en
 #if DNNL_VERSION_MAJOR >= 3
   if (with_bias)
     return {eng, dnnl::algorithm::convolution_direct, m.src_any, m.wei_any, m.bias, m.dst_any, m.strides, m.dil,
-            m.pad_l, m.pad_r, fpd};
+            m.pad_l, m.pad_r, fpd, user_scratchpad_attr()};
   return {eng, dnnl::algorithm::convolution_direct, m.src_any, m.wei_any, m.dst_any, m.strides, m.dil, m.pad_l,
-          m.pad_r, fpd};
+          m.pad_r, fpd, user_scratchpad_attr()};
 #else
   auto d = with_bias ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, m.src_any,
                                                                  m.wei_any, m.bias, m.dst_any, m.strides, m.dil,
@@ -312,25 +453,30 @@ dnnl::convolution_backward_weights::primitive_desc bwd_weights_pd(const dnnl::en
                      : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, m.src_any,
                                                                  m.wei_any, m.dst_any, m.strides, m.dil, m.pad_l,
                                                                  m.pad_r);
-  return {d, eng, fpd};
+  return {d, user_scratchpad_attr(), eng, fpd};
 #endif
 }
 
-/// The cached primitive descriptor and primitive of `key` in `cache`, built by `make` on a miss.
-/// `make(mds)` builds the descriptor from the geometry's memory descriptors (make_mds(s));
-/// `layouts(pd)` returns the primitive's layouts of the operands in0, in1, out.
+/// The cached primitive descriptor and primitive of `key` in `st`'s `cache`, built by `make` on a
+/// miss (under st.mu; the entry is returned as a shared_ptr, so it outlives an eviction while in
+/// use). `make(mds)` builds the descriptor from the geometry's memory descriptors (make_mds(s));
+/// `layouts(pd, mds)` returns, for the operands in0, in1, out, the user's (plain) layout and the
+/// primitive's.
 template <typename Pd, typename Prim, typename Make, typename Layouts>
-Cached<Pd>& cached(LruCache<OneDnnState::Key, Cached<Pd>>& cache, const OneDnnState::Key& key, const Conv2dShape& s,
-                   Make make, Layouts layouts) {
+std::shared_ptr<const Cached<Pd>> cached(OneDnnState& st, OneDnnState::Cache<Pd>& cache, const OneDnnState::Key& key,
+                                         const Conv2dShape& s, Make make, Layouts layouts) {
+  std::lock_guard<std::mutex> lock(st.mu);
   return cache.get(key, [&] {
     Mds m = make_mds(s);
     Pd pd = make(m);
-    Cached<Pd> c{pd, Prim(pd), m, {}, {}, {}};
-    const auto l = layouts(pd);
-    c.in0.want = l[0], c.in1.want = l[1], c.out.want = l[2];
-    return c;
+    const auto l = layouts(pd, m);  // {user, want} for in0, in1, out
+    return std::make_shared<const Cached<Pd>>(Cached<Pd>{
+        pd, Prim(pd), m, make_reorder(st.eng, l[0].first, l[0].second, true),
+        make_reorder(st.eng, l[1].first, l[1].second, true), make_reorder(st.eng, l[2].first, l[2].second, false),
+        next_entry_id(), pd.scratchpad_desc()});
   });
 }
+using Layouts3 = std::array<std::pair<memory::desc, memory::desc>, 3>;
 
 [[noreturn]] void rethrow(const dnnl::error& e, const char* what, const Conv2dShape& s) {
   Y9_THROW(engine::Error, what, ": oneDNN error (status ", static_cast<int>(e.status), "): ", e.what(),
@@ -345,28 +491,36 @@ Cached<Pd>& cached(LruCache<OneDnnState::Key, Cached<Pd>>& cache, const OneDnnSt
 void conv2d_forward_onednn(OneDnnState& st, const Conv2dShape& s, const float* x, const float* w, const float* bias,
                            float* y, bool silu, engine::DerivedData* w_derived = nullptr) {
   try {
-    std::lock_guard<std::mutex> lock(st.mu);
     const int dir = silu ? 3 : 0;
     const int threads = conv_threads(dir, s);
     OmpThreadsScope ts(threads);
     using Pd = dnnl::convolution_forward::primitive_desc;
-    auto& c = cached<Pd, dnnl::convolution_forward>(
-        st.fwd, key_of(dir, threads, bias != nullptr, s), s,
+    const auto c = cached<Pd, dnnl::convolution_forward>(
+        st, st.fwd, key_of(dir, threads, bias != nullptr, s), s,
         [&](const Mds& m) { return fwd_pd(st.eng, m, bias != nullptr, silu); },
-        [](const Pd& pd) { return std::array<memory::desc, 3>{pd.src_desc(), pd.weights_desc(), pd.dst_desc()}; });
-    const Mds& m = c.m;
-    ReorderBuffers& b = st.fwd_buf;
-    memory xu(m.src, st.eng, const_cast<float*>(x)), wu(m.wei, st.eng, const_cast<float*>(w));
-    memory yu(m.dst, st.eng, y);
-    memory xm = as_layout(st.eng, xu, c.in0, st.stream, b.in0);
-    memory wm = w_derived && wu.get_desc() != c.in1.want ? packed_weights(st.eng, *w_derived, wu, c.in1, st.stream)
-                                                         : as_layout(st.eng, wu, c.in1, st.stream, b.in1);
-    memory ym = out_layout(st.eng, yu, c.out, b.out);
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, xm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, ym}};
-    if (bias) args.emplace(DNNL_ARG_BIAS, memory(m.bias, st.eng, const_cast<float*>(bias)));
-    c.prim.execute(st.stream, args);
-    finish(ym, yu, c.out, st.stream);
-    st.stream.wait();
+        [](const Pd& pd, const Mds& m) {
+          return Layouts3{{{m.src, pd.src_desc()}, {m.wei, pd.weights_desc()}, {m.dst, pd.dst_desc()}}};
+        });
+    const Mds& m = c->m;
+    ThreadExec& te = st.thread_exec();
+    ReorderBuffers& b = te.fwd_buf;
+    BoundMemories& bm = te.bound_for(c->id);
+    using S = BoundMemories::Slot;
+    const memory& xu = bm.at(S::kIn0, m.src, st.eng, te.stream, x);
+    const memory& wu = bm.at(S::kIn1, m.wei, st.eng, te.stream, w);
+    const memory& yu = bm.at(S::kOut, m.dst, st.eng, te.stream, y);
+    memory xm = as_layout(st.eng, xu, c->in0, te, b.in0, bm, S::kIn0Buf);
+    memory wm = w_derived && c->in1.prim ? packed_weights(st.eng, *w_derived, wu, c->in1, te)
+                                         : as_layout(st.eng, wu, c->in1, te, b.in1, bm, S::kIn1Buf);
+    memory ym = out_layout(st.eng, te, yu, c->out, b.out, bm);
+    ExecArgs args;
+    args.add(DNNL_ARG_SRC, xm);
+    args.add(DNNL_ARG_WEIGHTS, wm);
+    args.add(DNNL_ARG_DST, ym);
+    if (bias) args.add(DNNL_ARG_BIAS, bm.at(S::kBias, m.bias, st.eng, te.stream, bias));
+    execute(c->prim, c->scratch, st.eng, te, &bm, args);
+    finish(ym, yu, c->out, st.eng, te);
+    te.stream.wait();
   } catch (const dnnl::error& e) {
     rethrow(e, silu ? "conv2d_bias_silu_forward (oneDNN)" : "conv2d_forward (oneDNN)", s);
   }
@@ -374,24 +528,32 @@ void conv2d_forward_onednn(OneDnnState& st, const Conv2dShape& s, const float* x
 
 void conv2d_backward_data_onednn(OneDnnState& st, const Conv2dShape& s, const float* dy, const float* w, float* dx) {
   try {
-    std::lock_guard<std::mutex> lock(st.mu);
     const int threads = conv_threads(1, s);
     OmpThreadsScope ts(threads);
     using Pd = dnnl::convolution_backward_data::primitive_desc;
-    auto& c = cached<Pd, dnnl::convolution_backward_data>(
-        st.bwd_data, key_of(1, threads, false, s), s, [&](const Mds& m) { return bwd_data_pd(st.eng, m); },
-        [](const Pd& pd) {
-          return std::array<memory::desc, 3>{pd.diff_dst_desc(), pd.weights_desc(), pd.diff_src_desc()};
+    const auto c = cached<Pd, dnnl::convolution_backward_data>(
+        st, st.bwd_data, key_of(1, threads, false, s), s, [&](const Mds& m) { return bwd_data_pd(st.eng, m); },
+        [](const Pd& pd, const Mds& m) {
+          return Layouts3{{{m.dst, pd.diff_dst_desc()}, {m.wei, pd.weights_desc()}, {m.src, pd.diff_src_desc()}}};
         });
-    const Mds& m = c.m;
-    ReorderBuffers& b = st.bwd_data_buf;
-    memory dyu(m.dst, st.eng, const_cast<float*>(dy)), wu(m.wei, st.eng, const_cast<float*>(w));
-    memory dxu(m.src, st.eng, dx);
-    memory dym = as_layout(st.eng, dyu, c.in0, st.stream, b.in0), wm = as_layout(st.eng, wu, c.in1, st.stream, b.in1);
-    memory dxm = out_layout(st.eng, dxu, c.out, b.out);
-    c.prim.execute(st.stream, {{DNNL_ARG_DIFF_DST, dym}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DIFF_SRC, dxm}});
-    finish(dxm, dxu, c.out, st.stream);
-    st.stream.wait();
+    const Mds& m = c->m;
+    ThreadExec& te = st.thread_exec();
+    ReorderBuffers& b = te.bwd_data_buf;
+    BoundMemories& bm = te.bound_for(c->id);
+    using S = BoundMemories::Slot;
+    const memory& dyu = bm.at(S::kIn0, m.dst, st.eng, te.stream, dy);
+    const memory& wu = bm.at(S::kIn1, m.wei, st.eng, te.stream, w);
+    const memory& dxu = bm.at(S::kOut, m.src, st.eng, te.stream, dx);
+    memory dym = as_layout(st.eng, dyu, c->in0, te, b.in0, bm, S::kIn0Buf);
+    memory wm = as_layout(st.eng, wu, c->in1, te, b.in1, bm, S::kIn1Buf);
+    memory dxm = out_layout(st.eng, te, dxu, c->out, b.out, bm);
+    ExecArgs args;
+    args.add(DNNL_ARG_DIFF_DST, dym);
+    args.add(DNNL_ARG_WEIGHTS, wm);
+    args.add(DNNL_ARG_DIFF_SRC, dxm);
+    execute(c->prim, c->scratch, st.eng, te, &bm, args);
+    finish(dxm, dxu, c->out, st.eng, te);
+    te.stream.wait();
   } catch (const dnnl::error& e) {
     rethrow(e, "conv2d_backward_data (oneDNN)", s);
   }
@@ -400,28 +562,35 @@ void conv2d_backward_data_onednn(OneDnnState& st, const Conv2dShape& s, const fl
 void conv2d_backward_weights_onednn(OneDnnState& st, const Conv2dShape& s, const float* x, const float* dy, float* dw,
                                     float* dbias) {
   try {
-    std::lock_guard<std::mutex> lock(st.mu);
     const bool with_bias = dbias != nullptr;
     const int threads = conv_threads(2, s);
     OmpThreadsScope ts(threads);
     using Pd = dnnl::convolution_backward_weights::primitive_desc;
-    auto& c = cached<Pd, dnnl::convolution_backward_weights>(
-        st.bwd_weights, key_of(2, threads, with_bias, s), s,
+    const auto c = cached<Pd, dnnl::convolution_backward_weights>(
+        st, st.bwd_weights, key_of(2, threads, with_bias, s), s,
         [&](const Mds& m) { return bwd_weights_pd(st.eng, m, with_bias); },
-        [](const Pd& pd) {
-          return std::array<memory::desc, 3>{pd.src_desc(), pd.diff_dst_desc(), pd.diff_weights_desc()};
+        [](const Pd& pd, const Mds& m) {
+          return Layouts3{{{m.src, pd.src_desc()}, {m.dst, pd.diff_dst_desc()}, {m.wei, pd.diff_weights_desc()}}};
         });
-    const Mds& m = c.m;
-    ReorderBuffers& b = st.bwd_weights_buf;
-    memory xu(m.src, st.eng, const_cast<float*>(x)), dyu(m.dst, st.eng, const_cast<float*>(dy));
-    memory dwu(m.wei, st.eng, dw);
-    memory xm = as_layout(st.eng, xu, c.in0, st.stream, b.in0), dym = as_layout(st.eng, dyu, c.in1, st.stream, b.in1);
-    memory dwm = out_layout(st.eng, dwu, c.out, b.out);
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, xm}, {DNNL_ARG_DIFF_DST, dym}, {DNNL_ARG_DIFF_WEIGHTS, dwm}};
-    if (with_bias) args.emplace(DNNL_ARG_DIFF_BIAS, memory(m.bias, st.eng, dbias));
-    c.prim.execute(st.stream, args);
-    finish(dwm, dwu, c.out, st.stream);
-    st.stream.wait();
+    const Mds& m = c->m;
+    ThreadExec& te = st.thread_exec();
+    ReorderBuffers& b = te.bwd_weights_buf;
+    BoundMemories& bm = te.bound_for(c->id);
+    using S = BoundMemories::Slot;
+    const memory& xu = bm.at(S::kIn0, m.src, st.eng, te.stream, x);
+    const memory& dyu = bm.at(S::kIn1, m.dst, st.eng, te.stream, dy);
+    const memory& dwu = bm.at(S::kOut, m.wei, st.eng, te.stream, dw);
+    memory xm = as_layout(st.eng, xu, c->in0, te, b.in0, bm, S::kIn0Buf);
+    memory dym = as_layout(st.eng, dyu, c->in1, te, b.in1, bm, S::kIn1Buf);
+    memory dwm = out_layout(st.eng, te, dwu, c->out, b.out, bm);
+    ExecArgs args;
+    args.add(DNNL_ARG_SRC, xm);
+    args.add(DNNL_ARG_DIFF_DST, dym);
+    args.add(DNNL_ARG_DIFF_WEIGHTS, dwm);
+    if (with_bias) args.add(DNNL_ARG_DIFF_BIAS, bm.at(S::kBias, m.bias, st.eng, te.stream, dbias));
+    execute(c->prim, c->scratch, st.eng, te, &bm, args);
+    finish(dwm, dwu, c->out, st.eng, te);
+    te.stream.wait();
   } catch (const dnnl::error& e) {
     rethrow(e, "conv2d_backward_weights (oneDNN)", s);
   }

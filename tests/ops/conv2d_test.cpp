@@ -117,7 +117,7 @@ TEST(Conv2d, OneDnnF32MatchesF64Reference) {
   compare_f32_to_f64({1, 64, 10, 10, 64, 1, 1, 0, 1, 1, true}, 910, false);
 }
 
-// The CPU context reuses one buffer per operand for oneDNN's layout reorders up to 8 MiB and
+// Each thread reuses one buffer per operand for oneDNN's layout reorders up to 8 MiB and
 // gives larger operands a buffer of their own (kernels/cpu/conv.cpp ReorderBuffer): shapes that
 // grow the buffers, then operands over 8 MiB (x, y, dy and dx of 2 x 64 x 130 x 128 F32 are 8.5
 // MB), then small ones again, all against the F64 reference.
