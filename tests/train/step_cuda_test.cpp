@@ -133,6 +133,7 @@ void update(StepRun& r) {
 // the tolerances below scale).
 struct Scaled {
   std::map<std::string, Tensor> grads;
+  std::map<std::string, Tensor> buffers;  // after the train-mode forward (BatchNorm statistics)
   std::vector<double> items;
   double total = 0;
 };
@@ -153,6 +154,7 @@ Scaled cpu_run_scaled(const Tensor& images, const Tensor& targets, double f) {
   Scaled r;
   for (const auto& [n, p] : m->named_parameters())
     if (p.grad().defined()) r.grads[n] = p.grad().detach().clone();
+  for (const auto& [n, b] : m->named_buffers()) r.buffers[n] = b.detach().clone();
   r.items = L.items.to(DType::F64).to_vector<double>();
   r.total = L.total.to(DType::F64).item<double>();
   return r;
@@ -255,8 +257,28 @@ TEST(CudaStep, Yolov9tTrainingStepMatchesCpu) {
   };
   // BatchNorm running statistics after the train-mode forward: the batch statistics of 2x2 maps
   // (P5 of 64 px) carry the forward's float noise (graph/model_ref_test.cpp measures it), so they
-  // get the loss-level tolerance of that forward, 1e-3 of scale.
-  compare_state("BatchNorm buffers after the forward", gpu.model->named_buffers(), cpu.model->named_buffers(), 1e-3);
+  // get the gradients' tolerance: 1e-3 of scale, or 3x what a one-ulp scaling of the input moves
+  // them on the CPU. (The noise depends on the CPU's oneDNN kernels: on an AVX2-only AMD EPYC,
+  // model.21.cv3.0.m.1.cv2.bn.running_mean differs by 1.11e-3 of scale under the emulator.)
+  {
+    const auto gb = gpu.model->named_buffers(), cb = cpu.model->named_buffers();
+    ASSERT_EQ(gb.size(), cb.size());
+    double w = 0;
+    std::string wn;
+    for (size_t k = 0; k < gb.size(); ++k) {
+      const std::string& n = cb[k].first;
+      ASSERT_EQ(gb[k].first, n);
+      EXPECT_EQ(gb[k].second.device(), Device::cuda(0)) << n;
+      const Tensor& c = cb[k].second;
+      const double noise = std::max(scaled_error(g_up.buffers.at(n), c), scaled_error(g_down.buffers.at(n), c));
+      const double tol = std::max(1e-3, 3.0 * noise);
+      const double err = scaled_error(gb[k].second, c);
+      if (err / tol > w) w = err / tol, wn = n;
+      EXPECT_LE(err, tol) << "buffer " << n << " (noise " << noise << ")";
+    }
+    std::printf("  BatchNorm buffers after the forward: %zu tensors, worst error/tolerance %.3g (%s)\n", cb.size(),
+                w, wn.c_str());
+  }
 
   // The update (clip, SGD over the three groups, EMA) from the SAME gradients and statistics: the
   // CPU run takes the CUDA run's gradient and BatchNorm buffers (same layouts), so what remains is
