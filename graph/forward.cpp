@@ -3,6 +3,7 @@
 // Kept apart from construction so that code which only builds/counts models links without ops.
 // Only shape metadata is read on the host here (anchor grids); never tensor data.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <functional>
 
@@ -27,11 +28,62 @@ Tensor apply_act(const Tensor& x, Act act) {
   return x;
 }
 
+/// Whether a block that concatenates its pieces along channels writes them in place, each piece's
+/// last op into its channel slice of one buffer (UnaryBlock::forward_into), instead of producing
+/// them apart and copying them with ops::concat: in CPU inference (grad mode off) at batch 1, where
+/// a channel slice of an NCHW buffer is contiguous, so a fused convolution writes it directly
+/// (issue 15 item 3). The values are the same either way (the same kernels; a copy is exact).
+bool concat_in_place(const Tensor& x) {
+  return !engine::autograd::grad_enabled() && x.dim() == 4 && x.size(0) == 1 && x.device().is_cpu();
+}
+
+Dims dims_of(const Tensor& x) { return Dims{x.size(1), x.size(2), x.size(3)}; }
+
+/// The output channels and size of block b on an input of dims `in` (the analytic trace; no
+/// tensor work).
+Dims out_dims(const UnaryBlock& b, const Dims& in) {
+  double macs = 0;
+  return b.trace1(in, macs);
+}
+
+std::atomic<int64_t> g_in_place_concats{0};  // in_place_concats()
+
+/// A batch-1 buffer [1, sum of c, h, w] of x's dtype and device for pieces of dims `parts` (their
+/// h, w those of parts[0]; a piece that differs fails in forward_into, as the concat would).
+Tensor concat_buffer(const Tensor& x, const std::vector<Dims>& parts) {
+  g_in_place_concats++;
+  int64_t c = 0;
+  for (const Dims& d : parts) c += d.c;
+  return Tensor::empty({1, c, parts[0].h, parts[0].w}, x.dtype(), x.device());
+}
+
 }  // namespace
+
+int64_t in_place_concats() { return g_in_place_concats.load(); }
 
 // --- leaves and blocks ------------------------------------------------------------------------------
 
 Tensor Conv2d::forward(const Tensor& x) const { return ops::conv2d(x, weight, bias, {s, s}, {p, p}, {d, d}, g); }
+
+void UnaryBlock::forward_into(const Tensor& x, const Tensor& out) const {
+  const Tensor y = forward(x);
+  Y9_CHECK_SHAPE(y.shape() == out.shape(), type_name(), "::forward_into: output ", out.str(), " for a result ",
+                 y.str());
+  Tensor(out).copy_(y);
+}
+
+void Conv2d::forward_into(const Tensor& x, const Tensor& out) const {
+  if (!out.is_contiguous()) return UnaryBlock::forward_into(x, out);
+  ops::conv2d_into(out, x, weight, bias, {s, s}, {p, p}, {d, d}, g);
+}
+
+void Conv2d::forward_silu_into(const Tensor& x, const Tensor& out) const {
+  if (!out.is_contiguous()) {
+    Tensor(out).copy_(forward_silu(x));
+    return;
+  }
+  ops::conv2d_silu_into(out, x, weight, bias, {s, s}, {p, p}, {d, d}, g);
+}
 
 Tensor BatchNorm2d::forward(const Tensor& x) const {
   if (training()) {
@@ -50,6 +102,13 @@ Tensor Sequential::forward(const Tensor& x) const {
   return y;
 }
 
+void Sequential::forward_into(const Tensor& x, const Tensor& out) const {
+  if (items.empty()) return UnaryBlock::forward_into(x, out);
+  Tensor y = x;
+  for (size_t i = 0; i + 1 < items.size(); ++i) y = items[i]->forward(y);
+  items.back()->forward_into(y, out);
+}
+
 Tensor Conv2d::forward_silu(const Tensor& x) const {
   return ops::conv2d_silu(x, weight, bias, {s, s}, {p, p}, {d, d}, g);
 }
@@ -59,9 +118,20 @@ Tensor Conv::forward(const Tensor& x) const {
   return apply_act(bn ? bn->forward(conv->forward(x)) : conv->forward(x), act);
 }
 
+void Conv::forward_into(const Tensor& x, const Tensor& out) const {
+  if (!bn && act == Act::SiLU) return conv->forward_silu_into(x, out);
+  if (!bn && act == Act::Identity) return conv->forward_into(x, out);
+  UnaryBlock::forward_into(x, out);
+}
+
 Tensor RepConvN::forward(const Tensor& x) const {
   if (conv) return act == Act::SiLU ? conv->forward_silu(x) : apply_act(conv->forward(x), act);
   return apply_act(ops::add(conv1->forward(x), conv2->forward(x)), act);
+}
+
+void RepConvN::forward_into(const Tensor& x, const Tensor& out) const {
+  if (conv && act == Act::SiLU) return conv->forward_silu_into(x, out);
+  UnaryBlock::forward_into(x, out);
 }
 
 Tensor RepNBottleneck::forward(const Tensor& x) const {
@@ -70,27 +140,59 @@ Tensor RepNBottleneck::forward(const Tensor& x) const {
 }
 
 Tensor RepNCSP::forward(const Tensor& x) const {
+  if (concat_in_place(x)) {
+    const Tensor h = cv1->forward(x);
+    const Dims a = out_dims(*m, dims_of(h)), b = out_dims(*cv2, dims_of(x));
+    const Tensor buf = concat_buffer(x, {a, b});
+    m->forward_into(h, buf.narrow(1, 0, a.c));
+    cv2->forward_into(x, buf.narrow(1, a.c, b.c));
+    return cv3->forward(buf);
+  }
   return cv3->forward(ops::concat({m->forward(cv1->forward(x)), cv2->forward(x)}, 1));
 }
 
-Tensor RepNCSPELAN4::forward(const Tensor& x) const {
-  auto y = ops::chunk(cv1->forward(x), 2, 1);
-  Tensor y2 = cv2->forward(y[1]);
-  Tensor y3 = cv3->forward(y2);
-  return cv4->forward(ops::concat({y[0], y[1], y2, y3}, 1));
+namespace {
+
+/// The forward of RepNCSPELAN4 / ELAN1 (same dataflow): cv4(cat(chunk(cv1(x), 2), y2 = cv2(y1),
+/// cv3(y2))), the pieces written in place into one buffer when concat_in_place(x).
+template <typename Cv1, typename Cv2, typename Cv4>
+Tensor elan_forward(const Tensor& x, const Cv1& cv1, const Cv2& cv2, const Cv2& cv3, const Cv4& cv4) {
+  if (concat_in_place(x)) {
+    const Dims a = out_dims(cv1, dims_of(x));
+    const int64_t step = (a.c + 1) / 2;  // ops::chunk(., 2): pieces of ceil(c / 2) and the rest
+    const Dims b = out_dims(cv2, Dims{a.c - step, a.h, a.w});
+    const Dims c = out_dims(cv3, b);
+    const Tensor buf = concat_buffer(x, {a, b, c});
+    const Tensor y01 = buf.narrow(1, 0, a.c), y2 = buf.narrow(1, a.c, b.c), y3 = buf.narrow(1, a.c + b.c, c.c);
+    cv1.forward_into(x, y01);
+    cv2.forward_into(y01.narrow(1, step, a.c - step), y2);
+    cv3.forward_into(y2, y3);
+    return cv4.forward(buf);
+  }
+  auto y = ops::chunk(cv1.forward(x), 2, 1);
+  Tensor y2 = cv2.forward(y[1]);
+  Tensor y3 = cv3.forward(y2);
+  return cv4.forward(ops::concat({y[0], y[1], y2, y3}, 1));
 }
 
-Tensor ELAN1::forward(const Tensor& x) const {
-  auto y = ops::chunk(cv1->forward(x), 2, 1);
-  Tensor y2 = cv2->forward(y[1]);
-  Tensor y3 = cv3->forward(y2);
-  return cv4->forward(ops::concat({y[0], y[1], y2, y3}, 1));
-}
+}  // namespace
+
+Tensor RepNCSPELAN4::forward(const Tensor& x) const { return elan_forward(x, *cv1, *cv2, *cv3, *cv4); }
+
+Tensor ELAN1::forward(const Tensor& x) const { return elan_forward(x, *cv1, *cv2, *cv3, *cv4); }
 
 Tensor AConv::forward(const Tensor& x) const { return cv1->forward(ops::avg_pool2d(x, 2, 1, 0)); }
 
 Tensor ADown::forward(const Tensor& x) const {
   auto h = ops::chunk(ops::avg_pool2d(x, 2, 1, 0), 2, 1);
+  if (concat_in_place(x)) {
+    const Tensor p = ops::max_pool2d(h[1], 3, 2, 1);
+    const Dims a = out_dims(*cv1, dims_of(h[0])), b = out_dims(*cv2, dims_of(p));
+    const Tensor buf = concat_buffer(x, {a, b});
+    cv1->forward_into(h[0], buf.narrow(1, 0, a.c));
+    cv2->forward_into(p, buf.narrow(1, a.c, b.c));
+    return buf;
+  }
   Tensor x1 = cv1->forward(h[0]);
   Tensor x2 = cv2->forward(ops::max_pool2d(h[1], 3, 2, 1));
   return ops::concat({x1, x2}, 1);
@@ -99,6 +201,16 @@ Tensor ADown::forward(const Tensor& x) const {
 Tensor SP::forward(const Tensor& x) const { return ops::max_pool2d(x, k, s, k / 2); }
 
 Tensor SPPELAN::forward(const Tensor& x) const {
+  if (concat_in_place(x)) {
+    const Dims a = out_dims(*cv1, dims_of(x)), b = out_dims(*cv2, a), c = out_dims(*cv3, b), d = out_dims(*cv4, c);
+    const Tensor buf = concat_buffer(x, {a, b, c, d});
+    const Tensor y0 = buf.narrow(1, 0, a.c), y1 = buf.narrow(1, a.c, b.c), y2 = buf.narrow(1, a.c + b.c, c.c);
+    cv1->forward_into(x, y0);
+    cv2->forward_into(y0, y1);
+    cv3->forward_into(y1, y2);
+    cv4->forward_into(y2, buf.narrow(1, a.c + b.c + c.c, d.c));
+    return cv5->forward(buf);
+  }
   Tensor y0 = cv1->forward(x);
   Tensor y1 = cv2->forward(y0);
   Tensor y2 = cv3->forward(y1);
@@ -202,26 +314,49 @@ HeadOutput Detect::forward(const std::vector<Tensor>& xs) const {
                  nl * branches);
   HeadOutput out;
   out.raw.resize(static_cast<size_t>(branches));
+  // Batch-1 inference: each level's chains write their outputs into its raw map in place.
+  bool in_place = true;
+  for (const Tensor& x : xs) in_place = in_place && concat_in_place(x);
+  const size_t n = xs.size();
+  std::vector<Tensor> box_out(n), cls_out(n);
+  if (in_place)
+    for (size_t i = 0; i < n; ++i) {
+      const auto bi = i / static_cast<size_t>(nl), li = i % static_cast<size_t>(nl);
+      const Dims a = out_dims(*box_seq[bi][li], dims_of(xs[i])), c = out_dims(*cls_seq[bi][li], dims_of(xs[i]));
+      const Tensor raw = concat_buffer(xs[i], {a, c});
+      box_out[i] = raw.narrow(1, 0, a.c);
+      cls_out[i] = raw.narrow(1, a.c, c.c);
+      out.raw[bi].push_back(raw);
+    }
   if (inter_op(xs)) {
     // The 2 x branches x nl conv chains are independent: run them concurrently, one per thread,
     // largest level first (dynamic schedule), class chain (the wider) before box chain.
-    const size_t n = xs.size();
-    std::vector<Tensor> box_out(n), cls_out(n);
     std::vector<std::function<void()>> tasks;
     for (int64_t k : chain_order()) {
       const auto i = static_cast<size_t>(k / 2), bi = static_cast<size_t>(k / 2 / nl),
                  li = static_cast<size_t>(k / 2 % nl);
-      if (k % 2)
-        tasks.emplace_back([&, i, bi, li] { cls_out[i] = cls_seq[bi][li]->forward(xs[i]); });
-      else
-        tasks.emplace_back([&, i, bi, li] { box_out[i] = box_seq[bi][li]->forward(xs[i]); });
+      Tensor& o = k % 2 ? cls_out[i] : box_out[i];
+      const Sequential& chain = k % 2 ? *cls_seq[bi][li] : *box_seq[bi][li];
+      tasks.emplace_back([&, i, in_place] {
+        if (in_place)
+          chain.forward_into(xs[i], o);
+        else
+          o = chain.forward(xs[i]);
+      });
     }
     ops::run_concurrently(tasks);
-    for (int b = 0; b < branches; ++b)
-      for (int64_t l = 0; l < nl; ++l) {
-        const auto i = static_cast<size_t>(b * nl + l);
-        out.raw[static_cast<size_t>(b)].push_back(ops::concat({box_out[i], cls_out[i]}, 1));
-      }
+    if (!in_place)
+      for (int b = 0; b < branches; ++b)
+        for (int64_t l = 0; l < nl; ++l) {
+          const auto i = static_cast<size_t>(b * nl + l);
+          out.raw[static_cast<size_t>(b)].push_back(ops::concat({box_out[i], cls_out[i]}, 1));
+        }
+  } else if (in_place) {
+    for (size_t i = 0; i < n; ++i) {
+      const auto bi = i / static_cast<size_t>(nl), li = i % static_cast<size_t>(nl);
+      box_seq[bi][li]->forward_into(xs[i], box_out[i]);
+      cls_seq[bi][li]->forward_into(xs[i], cls_out[i]);
+    }
   } else {
     for (int b = 0; b < branches; ++b)
       for (int64_t l = 0; l < nl; ++l) {

@@ -46,10 +46,22 @@ class UnaryBlock : public Block {
   virtual Dims trace1(const Dims& in, double& macs) const = 0;
   /// The block's forward pass: x [N, C, H, W] -> [N, C', H', W'] (graph/forward.cpp).
   virtual Tensor forward(const Tensor& x) const = 0;
+  /// forward(x) written into `out`, a view of forward(x)'s shape, dtype and device (a channel slice
+  /// of a concat buffer: the blocks that concatenate write their pieces in place at batch 1 in
+  /// inference, see concat_in_place in graph/forward.cpp). Inference only: nothing is recorded
+  /// for autograd. This default copies forward(x) into out (Tensor::copy_); a fused Conv, RepConvN
+  /// and Conv2d write a contiguous out directly (ops::conv2d_silu_into, ops::conv2d_into), and
+  /// Sequential passes out to its last block. Same values either way. Throws forward's errors and
+  /// engine::ShapeError when out's shape differs.
+  virtual void forward_into(const Tensor& x, const Tensor& out) const;
   std::vector<Tensor> run(const std::vector<std::vector<Tensor>>& in) const override {
     return {forward(in.at(0).at(0))};
   }
 };
+
+/// How many concat buffers the blocks filled in place so far (process-wide; see
+/// UnaryBlock::forward_into): tests and benchmarks check that the in-place path ran.
+int64_t in_place_concats();
 
 /// nn.Sequential of one-in-one-out blocks, children named 0..n-1 (also the n > 1 repeat of a row).
 class Sequential : public UnaryBlock {
@@ -57,6 +69,7 @@ class Sequential : public UnaryBlock {
   std::string type_name() const override { return "Sequential"; }
   Dims trace1(const Dims& in, double& macs) const override;
   Tensor forward(const Tensor& x) const override;
+  void forward_into(const Tensor& x, const Tensor& out) const override;
   void add(std::shared_ptr<UnaryBlock> b) {
     items.push_back(b);
     register_module(std::to_string(items.size() - 1), b);
@@ -77,6 +90,9 @@ class Conv2d : public UnaryBlock {
   /// silu(forward(x)) (ops::conv2d_silu: one fused kernel when no gradient is needed); the
   /// forward of a fused Conv / RepConvN with the SiLU activation.
   Tensor forward_silu(const Tensor& x) const;
+  void forward_into(const Tensor& x, const Tensor& out) const override;
+  /// forward_silu(x) written into out (as forward_into).
+  void forward_silu_into(const Tensor& x, const Tensor& out) const;
   /// Output dims; adds c2 * Ho * Wo * (c1/g) * k * k to `macs`.
   Dims trace1(const Dims& in, double& macs) const override;
   /// Sets the bias to `b` [c2] (copied), registering the parameter "bias" (trainable like the
@@ -112,6 +128,7 @@ class Conv : public UnaryBlock {
   std::string type_name() const override { return "Conv"; }
   /// act(bn(conv(x))); after fuse() act(conv(x) + bias).
   Tensor forward(const Tensor& x) const override;
+  void forward_into(const Tensor& x, const Tensor& out) const override;
   Dims trace1(const Dims& in, double& macs) const override { return conv->trace1(in, macs); }
   /// Folds the BN into the conv (official utils/torch_utils.py: fuse_conv_and_bn; spec 6.1):
   /// W' = W * gamma/sqrt(var+eps) per output channel, b' = beta - gamma*mean/sqrt(var+eps),
@@ -130,6 +147,7 @@ class RepConvN : public UnaryBlock {
   std::string type_name() const override { return "RepConvN"; }
   /// act(conv1(x) + conv2(x)); after fuse() act(conv(x)).
   Tensor forward(const Tensor& x) const override;
+  void forward_into(const Tensor& x, const Tensor& out) const override;
   Dims trace1(const Dims& in, double& macs) const override;
   /// Folds both branches into one 3x3 conv with bias (official RepConvN.fuse_convs /
   /// get_equivalent_kernel_bias; spec 6.2): each branch BN-folded as in Conv::fuse, the 1x1

@@ -10,6 +10,7 @@
 namespace ops {
 
 using engine::DType;
+using engine::Shape;
 using engine::Tensor;
 
 namespace {
@@ -58,20 +59,34 @@ struct ForwardRun {
 };
 
 /// Runs the forward entry `key` (kernels/common/conv.h) of x's device on geometry `s`:
-/// y [n, c_out, h_out, w_out] in x's dtype, from contiguous copies of x, w and bias (undefined:
-/// none). `extra...` follow y in the entry's arguments. Throws NotSupportedError when the
-/// backend lacks the entry for the dtype.
+/// y [n, c_out, h_out, w_out] in x's dtype (into `y_out` when defined: contiguous, that shape,
+/// dtype and device, checked by the caller; else a new tensor), from contiguous copies of x, w and
+/// bias (undefined: none). `extra...` follow y in the entry's arguments. Throws NotSupportedError
+/// when the backend lacks the entry for the dtype.
 template <typename Fn, typename... Extra>
 ForwardRun run_forward(const engine::KernelKey<Fn>& key, const kernels::Conv2dShape& s, const Tensor& x,
-                       const Tensor& w, const Tensor& bias, Extra... extra) {
+                       const Tensor& w, const Tensor& bias, const Tensor& y_out, Extra... extra) {
   auto k = engine::kernel(key, x.dtype(), x.device());
-  ForwardRun r{Tensor::empty({s.n, s.c_out, s.h_out, s.w_out}, x.dtype(), x.device()), engine::contiguous_nograd(x),
-               engine::contiguous_nograd(w)};
+  ForwardRun r{y_out.defined() ? y_out : Tensor::empty({s.n, s.c_out, s.h_out, s.w_out}, x.dtype(), x.device()),
+               engine::contiguous_nograd(x), engine::contiguous_nograd(w)};
   Tensor bc = bias.defined() ? engine::contiguous_nograd(bias) : Tensor();
   if (r.y.numel() > 0)
     k.fn(k.ctx, s, x.dtype(), r.xc.data_ptr(), r.wc.data_ptr(), bc.defined() ? bc.data_ptr() : nullptr,
          r.y.data_ptr(), extra...);
   return r;
+}
+
+/// Checks conv2d_into's `out` against the geometry `s` and x: defined, contiguous, [n, c_out,
+/// h_out, w_out], x's dtype and device, no gradient needed. Throws ShapeError / Error.
+void check_out(const char* op, const Tensor& out, const kernels::Conv2dShape& s, const Tensor& x, const Tensor& w,
+               const Tensor& bias) {
+  Y9_CHECK_SHAPE(out.defined(), op, ": undefined output");
+  const Shape want{s.n, s.c_out, s.h_out, s.w_out};
+  Y9_CHECK_SHAPE(out.shape() == want && out.dtype() == x.dtype() && out.device() == x.device(), op, ": output ",
+                 out.str(), " must be ", engine::shape_str(want), " in x's dtype and device (x ", x.str(), ")");
+  Y9_CHECK_SHAPE(out.is_contiguous(), op, ": output ", out.str(), " must be contiguous");
+  Y9_CHECK(!engine::autograd::needs_grad({x, w, bias}) && !out.requires_grad(), op,
+           ": writes without autograd; call it with no gradient needed (engine::autograd::NoGradGuard)");
 }
 
 }  // namespace
@@ -82,7 +97,7 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in, std
   // Autocast (ops/autocast.h): CUDA operands in the autocast dtype, through differentiable casts.
   const Tensor x = autocast_operand(x_in), w = autocast_operand(w_in), bias = autocast_operand(bias_in);
   const kernels::Conv2dShape s = conv_shape(x, w, bias, stride, padding, dilation, groups);
-  const ForwardRun run = run_forward(kernels::kConv2dForward, s, x, w, bias);
+  const ForwardRun run = run_forward(kernels::kConv2dForward, s, x, w, bias, Tensor());
   const Tensor &y = run.y, &xc = run.xc, &wc = run.wc;
 
   if (engine::autograd::needs_grad({x, w, bias})) {
@@ -123,7 +138,32 @@ Tensor conv2d_silu(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in
   // A frozen weight (graph::fuse) lets the kernel keep it in its own layout; a non-contiguous w
   // is copied first, to a fresh storage that is not frozen (null: no derived data).
   const Tensor wc = engine::contiguous_nograd(w);
-  return run_forward(kernels::kConv2dBiasSiLUForward, s, x, wc, bias, wc.storage()->derived()).y;
+  return run_forward(kernels::kConv2dBiasSiLUForward, s, x, wc, bias, Tensor(), wc.storage()->derived()).y;
+}
+
+void conv2d_into(const Tensor& out, const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in,
+                 std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation,
+                 int64_t groups) {
+  Y9_CHECK_SHAPE(x_in.defined() && w_in.defined(), "conv2d_into: undefined input or weight");
+  const Tensor x = autocast_operand(x_in), w = autocast_operand(w_in), bias = autocast_operand(bias_in);
+  const kernels::Conv2dShape s = conv_shape(x, w, bias, stride, padding, dilation, groups);
+  check_out("conv2d_into", out, s, x, w, bias);
+  run_forward(kernels::kConv2dForward, s, x, w, bias, out);
+}
+
+void conv2d_silu_into(const Tensor& out, const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in,
+                      std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation,
+                      int64_t groups) {
+  Y9_CHECK_SHAPE(x_in.defined() && w_in.defined(), "conv2d_silu_into: undefined input or weight");
+  const Tensor x = autocast_operand(x_in), w = autocast_operand(w_in), bias = autocast_operand(bias_in);
+  const kernels::Conv2dShape s = conv_shape(x, w, bias, stride, padding, dilation, groups);
+  check_out("conv2d_silu_into", out, s, x, w, bias);
+  if (!engine::backend(x.device().type).supports(kernels::kConv2dBiasSiLUForward, x.dtype())) {
+    Tensor(out).copy_(silu(conv2d(x, w, bias, std::move(stride), std::move(padding), std::move(dilation), groups)));
+    return;
+  }
+  const Tensor wc = engine::contiguous_nograd(w);
+  run_forward(kernels::kConv2dBiasSiLUForward, s, x, wc, bias, out, wc.storage()->derived());
 }
 
 }  // namespace ops

@@ -80,6 +80,20 @@ Tensor conv2d_silu(const Tensor& x, const Tensor& w, const Tensor& bias, std::ve
                    std::vector<int64_t> padding = {0, 0}, std::vector<int64_t> dilation = {1, 1},
                    int64_t groups = 1);
 
+/// conv2d and conv2d_silu writing into `out` instead of a new tensor: inference only, for a
+/// concat done in place (out a channel slice narrow(1, ...) of a batch-1 concat buffer, which is
+/// contiguous). out: contiguous [N,Cout,Ho,Wo], x's dtype and device, not aliasing x, w or bias.
+/// Same values as conv2d / conv2d_silu (the same kernels, or conv then silu then a copy where the
+/// backend lacks the fused entry). Throws ShapeError for a bad out (shape, dtype, device, not
+/// contiguous), Error when a gradient is needed (x, w or bias requires grad in grad mode: nothing
+/// would be recorded), and conv2d's errors.
+void conv2d_into(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& bias,
+                 std::vector<int64_t> stride = {1, 1}, std::vector<int64_t> padding = {0, 0},
+                 std::vector<int64_t> dilation = {1, 1}, int64_t groups = 1);
+void conv2d_silu_into(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& bias,
+                      std::vector<int64_t> stride = {1, 1}, std::vector<int64_t> padding = {0, 0},
+                      std::vector<int64_t> dilation = {1, 1}, int64_t groups = 1);
+
 /// BatchNorm2d. x [N,C,H,W]; weight, bias, running_mean, running_var [C].
 /// training: normalises with the batch mean and biased batch variance, and updates the running
 /// stats in place: r = (1-momentum)*r + momentum*stat, with the unbiased variance (n/(n-1)) for
