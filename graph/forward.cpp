@@ -335,13 +335,13 @@ HeadOutput Detect::forward(const std::vector<Tensor>& xs) const {
     for (int64_t k : chain_order()) {
       const auto i = static_cast<size_t>(k / 2), bi = static_cast<size_t>(k / 2 / nl),
                  li = static_cast<size_t>(k / 2 % nl);
-      Tensor& o = k % 2 ? cls_out[i] : box_out[i];
-      const Sequential& chain = k % 2 ? *cls_seq[bi][li] : *box_seq[bi][li];
-      tasks.emplace_back([&, i, in_place] {
+      Tensor* o = k % 2 ? &cls_out[i] : &box_out[i];
+      const Sequential* chain = k % 2 ? cls_seq[bi][li].get() : box_seq[bi][li].get();
+      tasks.emplace_back([&xs, i, in_place, o, chain] {
         if (in_place)
-          chain.forward_into(xs[i], o);
+          chain->forward_into(xs[i], *o);
         else
-          o = chain.forward(xs[i]);
+          *o = chain->forward(xs[i]);
       });
     }
     ops::run_concurrently(tasks);

@@ -76,10 +76,22 @@ ForwardRun run_forward(const engine::KernelKey<Fn>& key, const kernels::Conv2dSh
   return r;
 }
 
-/// Checks conv2d_into's `out` against the geometry `s` and x: defined, contiguous, [n, c_out,
-/// h_out, w_out], x's dtype and device, no gradient needed. Throws ShapeError / Error.
-void check_out(const char* op, const Tensor& out, const kernels::Conv2dShape& s, const Tensor& x, const Tensor& w,
-               const Tensor& bias) {
+/// The operands of conv2d_into / conv2d_silu_into (`op`), autocast, and their checked geometry.
+struct IntoArgs {
+  Tensor x, w, bias;
+  kernels::Conv2dShape s;
+};
+
+/// Checks the operands as conv2d does, and `out` against their geometry: defined, contiguous,
+/// [n, c_out, h_out, w_out], x's dtype and device, no gradient needed. Throws ShapeError / Error.
+IntoArgs checked_into(const char* op, const Tensor& out, const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in,
+                      const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
+                      const std::vector<int64_t>& dilation, int64_t groups) {
+  Y9_CHECK_SHAPE(x_in.defined() && w_in.defined(), op, ": undefined input or weight");
+  IntoArgs a{autocast_operand(x_in), autocast_operand(w_in), autocast_operand(bias_in), {}};
+  a.s = conv_shape(a.x, a.w, a.bias, stride, padding, dilation, groups);
+  const kernels::Conv2dShape& s = a.s;
+  const Tensor &x = a.x, &w = a.w, &bias = a.bias;
   Y9_CHECK_SHAPE(out.defined(), op, ": undefined output");
   const Shape want{s.n, s.c_out, s.h_out, s.w_out};
   Y9_CHECK_SHAPE(out.shape() == want && out.dtype() == x.dtype() && out.device() == x.device(), op, ": output ",
@@ -87,6 +99,7 @@ void check_out(const char* op, const Tensor& out, const kernels::Conv2dShape& s,
   Y9_CHECK_SHAPE(out.is_contiguous(), op, ": output ", out.str(), " must be contiguous");
   Y9_CHECK(!engine::autograd::needs_grad({x, w, bias}) && !out.requires_grad(), op,
            ": writes without autograd; call it with no gradient needed (engine::autograd::NoGradGuard)");
+  return a;
 }
 
 }  // namespace
@@ -144,26 +157,21 @@ Tensor conv2d_silu(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in
 void conv2d_into(const Tensor& out, const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in,
                  std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation,
                  int64_t groups) {
-  Y9_CHECK_SHAPE(x_in.defined() && w_in.defined(), "conv2d_into: undefined input or weight");
-  const Tensor x = autocast_operand(x_in), w = autocast_operand(w_in), bias = autocast_operand(bias_in);
-  const kernels::Conv2dShape s = conv_shape(x, w, bias, stride, padding, dilation, groups);
-  check_out("conv2d_into", out, s, x, w, bias);
-  run_forward(kernels::kConv2dForward, s, x, w, bias, out);
+  const IntoArgs a = checked_into("conv2d_into", out, x_in, w_in, bias_in, stride, padding, dilation, groups);
+  run_forward(kernels::kConv2dForward, a.s, a.x, a.w, a.bias, out);
 }
 
 void conv2d_silu_into(const Tensor& out, const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in,
                       std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation,
                       int64_t groups) {
-  Y9_CHECK_SHAPE(x_in.defined() && w_in.defined(), "conv2d_silu_into: undefined input or weight");
-  const Tensor x = autocast_operand(x_in), w = autocast_operand(w_in), bias = autocast_operand(bias_in);
-  const kernels::Conv2dShape s = conv_shape(x, w, bias, stride, padding, dilation, groups);
-  check_out("conv2d_silu_into", out, s, x, w, bias);
-  if (!engine::backend(x.device().type).supports(kernels::kConv2dBiasSiLUForward, x.dtype())) {
-    Tensor(out).copy_(silu(conv2d(x, w, bias, std::move(stride), std::move(padding), std::move(dilation), groups)));
+  const IntoArgs a = checked_into("conv2d_silu_into", out, x_in, w_in, bias_in, stride, padding, dilation, groups);
+  if (!engine::backend(a.x.device().type).supports(kernels::kConv2dBiasSiLUForward, a.x.dtype())) {
+    Tensor(out).copy_(silu(conv2d(a.x, a.w, a.bias, std::move(stride), std::move(padding), std::move(dilation),
+                                  groups)));
     return;
   }
-  const Tensor wc = engine::contiguous_nograd(w);
-  run_forward(kernels::kConv2dBiasSiLUForward, s, x, wc, bias, out, wc.storage()->derived());
+  const Tensor wc = engine::contiguous_nograd(a.w);
+  run_forward(kernels::kConv2dBiasSiLUForward, a.s, a.x, wc, a.bias, out, wc.storage()->derived());
 }
 
 }  // namespace ops

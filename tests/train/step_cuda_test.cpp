@@ -258,7 +258,7 @@ TEST(CudaStep, Yolov9tTrainingStepMatchesCpu) {
   // BatchNorm running statistics after the train-mode forward: the batch statistics of 2x2 maps
   // (P5 of 64 px) carry the forward's float noise (graph/model_ref_test.cpp measures it), so they
   // get the gradients' tolerance: 1e-3 of scale, or 3x what a one-ulp scaling of the input moves
-  // them on the CPU. (The noise depends on the CPU's oneDNN kernels: on an AVX2-only AMD EPYC,
+  // them on the CPU. (The noise depends on the CPU's oneDNN kernels: on a 2-core AMD EPYC with AVX-512,
   // model.21.cv3.0.m.1.cv2.bn.running_mean differs by 1.11e-3 of scale under the emulator.)
   {
     const auto gb = gpu.model->named_buffers(), cb = cpu.model->named_buffers();
