@@ -97,6 +97,16 @@ IntoArgs checked_into(const char* op, const Tensor& out, const Tensor& x_in, con
   Y9_CHECK_SHAPE(out.shape() == want && out.dtype() == x.dtype() && out.device() == x.device(), op, ": output ",
                  out.str(), " must be ", engine::shape_str(want), " in x's dtype and device (x ", x.str(), ")");
   Y9_CHECK_SHAPE(out.is_contiguous(), op, ": output ", out.str(), " must be contiguous");
+  // The kernels read the operands while writing out: out must not overlap them (a non-contiguous
+  // operand is copied first, so only contiguous ones can).
+  for (const Tensor* t : {&x, &w, &bias}) {
+    if (!t->defined() || !t->is_contiguous() || t->storage() != out.storage()) continue;
+    const auto* a = static_cast<const char*>(t->data_ptr());
+    const auto* o = static_cast<const char*>(out.data_ptr());
+    const size_t na = static_cast<size_t>(t->numel()) * engine::dtype_size(t->dtype()),
+                 no = static_cast<size_t>(out.numel()) * engine::dtype_size(out.dtype());
+    Y9_CHECK_SHAPE(a + na <= o || o + no <= a, op, ": output ", out.str(), " overlaps an operand ", t->str());
+  }
   Y9_CHECK(!engine::autograd::needs_grad({x, w, bias}) && !out.requires_grad(), op,
            ": writes without autograd; call it with no gradient needed (engine::autograd::NoGradGuard)");
   return a;

@@ -85,7 +85,7 @@ Tensor conv2d_silu(const Tensor& x, const Tensor& w, const Tensor& bias, std::ve
 /// contiguous). out: contiguous [N,Cout,Ho,Wo], x's dtype and device, not aliasing x, w or bias.
 /// Same values as conv2d / conv2d_silu (the same kernels, or conv then silu then a copy where the
 /// backend lacks the fused entry). Throws ShapeError for a bad out (shape, dtype, device, not
-/// contiguous), Error when a gradient is needed (x, w or bias requires grad in grad mode: nothing
+/// contiguous, overlapping a contiguous operand's bytes), Error when a gradient is needed (x, w or bias requires grad in grad mode: nothing
 /// would be recorded), and conv2d's errors.
 void conv2d_into(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& bias,
                  std::vector<int64_t> stride = {1, 1}, std::vector<int64_t> padding = {0, 0},

@@ -60,6 +60,12 @@ TEST(ConcatInPlace, ConvIntoRejectsBadOutputs) {
   const Tensor strided = Tensor::empty({2, 16, 6, 6}).narrow(1, 8, 8);
   EXPECT_THROW(ops::conv2d_silu_into(strided, x, w, b), engine::ShapeError);
   ops::conv2d_silu_into(Tensor::empty({2, 8, 6, 6}), x, w, b);  // the right output is accepted
+  // An output that overlaps an operand; a disjoint slice of the same buffer is accepted.
+  const Tensor buf = Tensor::zeros({1, 16, 6, 6});
+  const Tensor x1 = buf.narrow(1, 4, 4), w1 = testutil::random_tensor({8, 4, 1, 1}, 7, -1, 1, DType::F32);
+  EXPECT_THROW(ops::conv2d_into(buf.narrow(1, 0, 8), x1, w1, b), engine::ShapeError);
+  EXPECT_THROW(ops::conv2d_silu_into(buf.narrow(1, 6, 8), x1, w1, b), engine::ShapeError);
+  ops::conv2d_silu_into(buf.narrow(1, 8, 8), x1, w1, b);
   engine::autograd::set_grad_enabled(true);
   const Tensor wg = w.clone().set_requires_grad(true);
   EXPECT_THROW(ops::conv2d_into(Tensor::empty({2, 8, 6, 6}), x, wg, b), engine::Error);  // nothing recorded
