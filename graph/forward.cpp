@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <functional>
 
 #include "engine/autograd.h"
@@ -34,10 +36,104 @@ Tensor apply_act(const Tensor& x, Act act) {
 /// a channel slice of an NCHW buffer is contiguous, so a fused convolution writes it directly
 /// (issue 15 item 3). The values are the same either way (the same kernels; a copy is exact).
 bool concat_in_place(const Tensor& x) {
-  return !engine::autograd::grad_enabled() && x.dim() == 4 && x.size(0) == 1 && x.device().is_cpu();
+  return !engine::autograd::grad_enabled() && (x.dim() == 4 || ops::is_blocked(x)) && x.size(0) == 1 &&
+         x.device().is_cpu();
 }
 
-Dims dims_of(const Tensor& x) { return Dims{x.size(1), x.size(2), x.size(3)}; }
+/// The logical [C, H, W] of x (plain or blocked).
+Dims dims_of(const Tensor& x) {
+  const engine::Shape s = ops::logical_shape(x);
+  return Dims{s[1], s[2], s[3]};
+}
+
+// --- the blocked layout of CPU inference (Model::blocked_forward) ---------------------------------
+// Inside a blocked forward (t_block > 0 on the thread that runs the model), every convolution whose
+// output channels are a multiple of the block writes a blocked output; a convolution that reads a
+// blocked input does the same on any thread (the concurrent head's chains). Blocks convert at their
+// edges what cannot stay blocked: channel splits and concats off block boundaries, batch norms,
+// CBLinear / CBFuse, the head's raw maps.
+
+thread_local int64_t t_block = 0;  // the channel block of the blocked forward running here (0: none)
+std::atomic<int64_t> g_blocked_forwards{0};
+std::atomic<int> g_blocked_on{-1};  // -1: not read from the environment yet
+std::atomic<int> g_winograd_on{-1};
+
+/// Sets t_block for a scope (the blocked forward of one model).
+class BlockedScope {
+ public:
+  explicit BlockedScope(int64_t block) : prev_(t_block) { t_block = block; }
+  ~BlockedScope() { t_block = prev_; }
+  BlockedScope(const BlockedScope&) = delete;
+  BlockedScope& operator=(const BlockedScope&) = delete;
+
+ private:
+  int64_t prev_;
+};
+
+int64_t block_of(const Tensor& x) { return ops::is_blocked(x) ? x.size(4) : 0; }
+
+Tensor as_plain(const Tensor& x) { return ops::from_blocked(x); }
+
+/// The layout of a convolution's output (0: plain, else the block) for c_out channels from x:
+/// blocked when x is, or inside a blocked forward, and the block divides c_out.
+int64_t conv_out_block(const Tensor& x, int64_t c_out) {
+  const int64_t b = ops::is_blocked(x) ? x.size(4) : t_block;
+  return b > 0 && c_out % b == 0 ? b : 0;
+}
+
+/// The block a concat buffer of x's block uses for pieces of channels `parts`: the block when
+/// every piece and every split point `extra` fall on its boundaries, else 0 (plain).
+int64_t buffer_block(const Tensor& x, const std::vector<Dims>& parts, std::initializer_list<int64_t> extra = {}) {
+  const int64_t b = ops::is_blocked(x) ? x.size(4) : t_block;
+  if (b <= 0) return 0;
+  for (const Dims& d : parts)
+    if (d.c % b != 0) return 0;
+  for (int64_t e : extra)
+    if (e % b != 0) return 0;
+  return b;
+}
+
+/// Channels [start, start + len) of x (plain, or blocked with both on block boundaries).
+Tensor ch_narrow(const Tensor& x, int64_t start, int64_t len) {
+  if (!ops::is_blocked(x)) return x.narrow(1, start, len);
+  const int64_t b = x.size(4);
+  Y9_CHECK_SHAPE(start % b == 0 && len % b == 0, "channel slice [", start, ", ", start + len, ") of blocked ", x.str(),
+                 " is off its block boundaries");
+  return x.narrow(1, start / b, len / b);
+}
+
+/// ops::chunk(x, 2, 1) on the logical channels: blocked pieces when the halves fall on block
+/// boundaries, else plain ones.
+std::vector<Tensor> chunk2(const Tensor& x) {
+  if (ops::is_blocked(x) && x.size(1) % 2 == 0) return ops::chunk(x, 2, 1);
+  return ops::chunk(as_plain(x), 2, 1);
+}
+
+/// ops::concat(xs, 1) on the logical channels: blocked when every piece has the same block, else
+/// plain (blocked pieces converted).
+Tensor cat_channels(const std::vector<Tensor>& xs) {
+  bool same = !xs.empty() && ops::is_blocked(xs[0]);
+  for (const Tensor& t : xs) same = same && block_of(t) == block_of(xs[0]);
+  if (same) return ops::concat(xs, 1);
+  std::vector<Tensor> plain;
+  for (const Tensor& t : xs) plain.push_back(as_plain(t));
+  return ops::concat(plain, 1);
+}
+
+/// `a` and `b` in one layout (b's when they differ and a is plain... plain when they differ).
+std::pair<Tensor, Tensor> same_layout(const Tensor& a, const Tensor& b) {
+  if (block_of(a) == block_of(b)) return {a, b};
+  return {as_plain(a), as_plain(b)};
+}
+
+/// Copies y into out (a view of y's logical shape), converting y to out's layout.
+void copy_into(const Tensor& out, const Tensor& y, const char* who) {
+  Y9_CHECK_SHAPE(ops::logical_shape(y) == ops::logical_shape(out), who, "::forward_into: output ", out.str(),
+                 " for a result ", y.str());
+  const int64_t bo = block_of(out);
+  Tensor src = block_of(y) == bo ? y : bo ? ops::to_blocked(as_plain(y), bo) : as_plain(y);
+  Tensor(out).copy_(src);
+}
 
 /// The output channels and size of block b on an input of dims `in` (the analytic trace; no
 /// tensor work).
@@ -49,11 +145,13 @@ Dims out_dims(const UnaryBlock& b, const Dims& in) {
 std::atomic<int64_t> g_in_place_concats{0};  // in_place_concats()
 
 /// A batch-1 buffer [1, sum of c, h, w] of x's dtype and device for pieces of dims `parts` (their
-/// h, w those of parts[0]; a piece that differs fails in forward_into, as the concat would).
-Tensor concat_buffer(const Tensor& x, const std::vector<Dims>& parts) {
+/// h, w those of parts[0]; a piece that differs fails in forward_into, as the concat would),
+/// blocked by `block` (buffer_block) or plain (0).
+Tensor concat_buffer(const Tensor& x, const std::vector<Dims>& parts, int64_t block = 0) {
   g_in_place_concats++;
   int64_t c = 0;
   for (const Dims& d : parts) c += d.c;
+  if (block) return Tensor::empty({1, c / block, parts[0].h, parts[0].w, block}, x.dtype(), x.device());
   return Tensor::empty({1, c, parts[0].h, parts[0].w}, x.dtype(), x.device());
 }
 
@@ -61,27 +159,57 @@ Tensor concat_buffer(const Tensor& x, const std::vector<Dims>& parts) {
 
 int64_t in_place_concats() { return g_in_place_concats.load(); }
 
+void set_blocked_inference(bool on) { g_blocked_on = on ? 1 : 0; }
+
+bool blocked_inference() {
+  int v = g_blocked_on.load();
+  if (v < 0) {
+    const char* e = std::getenv("Y9_CPU_BLOCKED");
+    v = e && std::strcmp(e, "0") == 0 ? 0 : 1;
+    int expected = -1;
+    g_blocked_on.compare_exchange_strong(expected, v);
+    v = g_blocked_on.load();
+  }
+  return v == 1;
+}
+
+int64_t blocked_forwards() { return g_blocked_forwards.load(); }
+
+void set_cpu_winograd(bool on) { g_winograd_on = on ? 1 : 0; }
+
+bool cpu_winograd() {
+  int v = g_winograd_on.load();
+  if (v < 0) {
+    const char* e = std::getenv("Y9_CPU_WINOGRAD");
+    v = e && std::strcmp(e, "0") == 0 ? 0 : 1;
+    int expected = -1;
+    g_winograd_on.compare_exchange_strong(expected, v);
+    v = g_winograd_on.load();
+  }
+  return v == 1;
+}
+
 // --- leaves and blocks ------------------------------------------------------------------------------
 
-Tensor Conv2d::forward(const Tensor& x) const { return ops::conv2d(x, weight, bias, {s, s}, {p, p}, {d, d}, g); }
-
-void UnaryBlock::forward_into(const Tensor& x, const Tensor& out) const {
-  const Tensor y = forward(x);
-  Y9_CHECK_SHAPE(y.shape() == out.shape(), type_name(), "::forward_into: output ", out.str(), " for a result ",
-                 y.str());
-  Tensor(out).copy_(y);
+Tensor Conv2d::forward(const Tensor& x) const {
+  const int64_t ob = conv_out_block(x, c2);
+  if (ob || ops::is_blocked(x)) return ops::conv2d_blocked(x, weight, bias, {s, s}, {p, p}, {d, d}, g, false, ob);
+  return ops::conv2d(x, weight, bias, {s, s}, {p, p}, {d, d}, g);
 }
+
+void UnaryBlock::forward_into(const Tensor& x, const Tensor& out) const { copy_into(out, forward(x), type_name().c_str()); }
 
 void Conv2d::forward_into(const Tensor& x, const Tensor& out) const {
   if (!out.is_contiguous()) return UnaryBlock::forward_into(x, out);
+  if (ops::is_blocked(x) || ops::is_blocked(out))
+    return ops::conv2d_blocked_into(out, x, weight, bias, {s, s}, {p, p}, {d, d}, g, false);
   ops::conv2d_into(out, x, weight, bias, {s, s}, {p, p}, {d, d}, g);
 }
 
 void Conv2d::forward_silu_into(const Tensor& x, const Tensor& out) const {
-  if (!out.is_contiguous()) {
-    Tensor(out).copy_(forward_silu(x));
-    return;
-  }
+  if (!out.is_contiguous()) return copy_into(out, forward_silu(x), "Conv2d");
+  if (ops::is_blocked(x) || ops::is_blocked(out))
+    return ops::conv2d_blocked_into(out, x, weight, bias, {s, s}, {p, p}, {d, d}, g, true, cpu_winograd());
   ops::conv2d_silu_into(out, x, weight, bias, {s, s}, {p, p}, {d, d}, g);
 }
 
@@ -110,12 +238,16 @@ void Sequential::forward_into(const Tensor& x, const Tensor& out) const {
 }
 
 Tensor Conv2d::forward_silu(const Tensor& x) const {
+  const int64_t ob = conv_out_block(x, c2);
+  if (ob || ops::is_blocked(x))
+    return ops::conv2d_blocked(x, weight, bias, {s, s}, {p, p}, {d, d}, g, true, ob, cpu_winograd());
   return ops::conv2d_silu(x, weight, bias, {s, s}, {p, p}, {d, d}, g);
 }
 
 Tensor Conv::forward(const Tensor& x) const {
   if (!bn && act == Act::SiLU) return conv->forward_silu(x);  // fused: one kernel when inferring
-  return apply_act(bn ? bn->forward(conv->forward(x)) : conv->forward(x), act);
+  // BatchNorm2d takes plain NCHW only (a blocked forward has none; this keeps any other use right).
+  return apply_act(bn ? bn->forward(as_plain(conv->forward(x))) : conv->forward(x), act);
 }
 
 void Conv::forward_into(const Tensor& x, const Tensor& out) const {
@@ -136,19 +268,21 @@ void RepConvN::forward_into(const Tensor& x, const Tensor& out) const {
 
 Tensor RepNBottleneck::forward(const Tensor& x) const {
   Tensor y = cv2->forward(cv1->forward(x));
-  return add ? ops::add(x, y) : y;
+  if (!add) return y;
+  const auto [a, b] = same_layout(x, y);
+  return ops::add(a, b);
 }
 
 Tensor RepNCSP::forward(const Tensor& x) const {
   if (concat_in_place(x)) {
     const Tensor h = cv1->forward(x);
     const Dims a = out_dims(*m, dims_of(h)), b = out_dims(*cv2, dims_of(x));
-    const Tensor buf = concat_buffer(x, {a, b});
-    m->forward_into(h, buf.narrow(1, 0, a.c));
-    cv2->forward_into(x, buf.narrow(1, a.c, b.c));
+    const Tensor buf = concat_buffer(x, {a, b}, buffer_block(x, {a, b}));
+    m->forward_into(h, ch_narrow(buf, 0, a.c));
+    cv2->forward_into(x, ch_narrow(buf, a.c, b.c));
     return cv3->forward(buf);
   }
-  return cv3->forward(ops::concat({m->forward(cv1->forward(x)), cv2->forward(x)}, 1));
+  return cv3->forward(cat_channels({m->forward(cv1->forward(x)), cv2->forward(x)}));
 }
 
 namespace {
@@ -162,17 +296,17 @@ Tensor elan_forward(const Tensor& x, const Cv1& cv1, const Cv2& cv2, const Cv2& 
     const int64_t step = (a.c + 1) / 2;  // ops::chunk(., 2): pieces of ceil(c / 2) and the rest
     const Dims b = out_dims(cv2, Dims{a.c - step, a.h, a.w});
     const Dims c = out_dims(cv3, b);
-    const Tensor buf = concat_buffer(x, {a, b, c});
-    const Tensor y01 = buf.narrow(1, 0, a.c), y2 = buf.narrow(1, a.c, b.c), y3 = buf.narrow(1, a.c + b.c, c.c);
+    const Tensor buf = concat_buffer(x, {a, b, c}, buffer_block(x, {a, b, c}, {step}));
+    const Tensor y01 = ch_narrow(buf, 0, a.c), y2 = ch_narrow(buf, a.c, b.c), y3 = ch_narrow(buf, a.c + b.c, c.c);
     cv1.forward_into(x, y01);
-    cv2.forward_into(y01.narrow(1, step, a.c - step), y2);
+    cv2.forward_into(ch_narrow(y01, step, a.c - step), y2);
     cv3.forward_into(y2, y3);
     return cv4.forward(buf);
   }
-  auto y = ops::chunk(cv1.forward(x), 2, 1);
+  auto y = chunk2(cv1.forward(x));
   Tensor y2 = cv2.forward(y[1]);
   Tensor y3 = cv3.forward(y2);
-  return cv4.forward(ops::concat({y[0], y[1], y2, y3}, 1));
+  return cv4.forward(cat_channels({y[0], y[1], y2, y3}));
 }
 
 }  // namespace
@@ -184,18 +318,18 @@ Tensor ELAN1::forward(const Tensor& x) const { return elan_forward(x, *cv1, *cv2
 Tensor AConv::forward(const Tensor& x) const { return cv1->forward(ops::avg_pool2d(x, 2, 1, 0)); }
 
 Tensor ADown::forward(const Tensor& x) const {
-  auto h = ops::chunk(ops::avg_pool2d(x, 2, 1, 0), 2, 1);
+  auto h = chunk2(ops::avg_pool2d(x, 2, 1, 0));
   if (concat_in_place(x)) {
     const Tensor p = ops::max_pool2d(h[1], 3, 2, 1);
     const Dims a = out_dims(*cv1, dims_of(h[0])), b = out_dims(*cv2, dims_of(p));
-    const Tensor buf = concat_buffer(x, {a, b});
-    cv1->forward_into(h[0], buf.narrow(1, 0, a.c));
-    cv2->forward_into(p, buf.narrow(1, a.c, b.c));
+    const Tensor buf = concat_buffer(x, {a, b}, buffer_block(x, {a, b}));
+    cv1->forward_into(h[0], ch_narrow(buf, 0, a.c));
+    cv2->forward_into(p, ch_narrow(buf, a.c, b.c));
     return buf;
   }
   Tensor x1 = cv1->forward(h[0]);
   Tensor x2 = cv2->forward(ops::max_pool2d(h[1], 3, 2, 1));
-  return ops::concat({x1, x2}, 1);
+  return cat_channels({x1, x2});
 }
 
 Tensor SP::forward(const Tensor& x) const { return ops::max_pool2d(x, k, s, k / 2); }
@@ -203,33 +337,43 @@ Tensor SP::forward(const Tensor& x) const { return ops::max_pool2d(x, k, s, k / 
 Tensor SPPELAN::forward(const Tensor& x) const {
   if (concat_in_place(x)) {
     const Dims a = out_dims(*cv1, dims_of(x)), b = out_dims(*cv2, a), c = out_dims(*cv3, b), d = out_dims(*cv4, c);
-    const Tensor buf = concat_buffer(x, {a, b, c, d});
-    const Tensor y0 = buf.narrow(1, 0, a.c), y1 = buf.narrow(1, a.c, b.c), y2 = buf.narrow(1, a.c + b.c, c.c);
+    const Tensor buf = concat_buffer(x, {a, b, c, d}, buffer_block(x, {a, b, c, d}));
+    const Tensor y0 = ch_narrow(buf, 0, a.c), y1 = ch_narrow(buf, a.c, b.c), y2 = ch_narrow(buf, a.c + b.c, c.c);
     cv1->forward_into(x, y0);
     cv2->forward_into(y0, y1);
     cv3->forward_into(y1, y2);
-    cv4->forward_into(y2, buf.narrow(1, a.c + b.c + c.c, d.c));
+    cv4->forward_into(y2, ch_narrow(buf, a.c + b.c + c.c, d.c));
     return cv5->forward(buf);
   }
   Tensor y0 = cv1->forward(x);
   Tensor y1 = cv2->forward(y0);
   Tensor y2 = cv3->forward(y1);
   Tensor y3 = cv4->forward(y2);
-  return cv5->forward(ops::concat({y0, y1, y2, y3}, 1));
+  return cv5->forward(cat_channels({y0, y1, y2, y3}));
 }
 
-Tensor Concat::forward(const std::vector<Tensor>& xs) const { return ops::concat(xs, d); }
+Tensor Concat::forward(const std::vector<Tensor>& xs) const {
+  bool blocked = false;
+  for (const Tensor& t : xs) blocked = blocked || ops::is_blocked(t);
+  if (!blocked) return ops::concat(xs, d);
+  if (d == 1 || d == -3) return cat_channels(xs);
+  std::vector<Tensor> plain;
+  for (const Tensor& t : xs) plain.push_back(as_plain(t));
+  return ops::concat(plain, d);
+}
 
 Tensor Upsample::forward(const Tensor& x) const { return ops::upsample_nearest(x, scale); }
 
-std::vector<Tensor> CBLinear::forward(const Tensor& x) const { return ops::split(conv->forward(x), c2s, 1); }
+std::vector<Tensor> CBLinear::forward(const Tensor& x) const {
+  return ops::split(as_plain(conv->forward(x)), c2s, 1);
+}
 
 Tensor CBFuse::forward(const std::vector<std::vector<Tensor>>& routed, const Tensor& x) const {
   Y9_CHECK_SHAPE(routed.size() == idx.size(), "CBFuse: ", routed.size(), " routed inputs for ", idx.size(), " indices");
   const int64_t h = x.size(2), w = x.size(3);
   std::vector<Tensor> pieces;
   for (size_t i = 0; i < routed.size(); ++i) {
-    const Tensor& piece = routed[i].at(static_cast<size_t>(idx[i]));
+    const Tensor piece = as_plain(routed[i].at(static_cast<size_t>(idx[i])));
     const int64_t ph = piece.size(2), pw = piece.size(3);
     Y9_CHECK_SHAPE(h % ph == 0 && w % pw == 0 && h / ph == w / pw, "CBFuse: cannot resize ", engine::shape_str(piece.shape()),
                    " to ", h, "x", w, " by one integer factor");
@@ -238,7 +382,7 @@ Tensor CBFuse::forward(const std::vector<std::vector<Tensor>>& routed, const Ten
   // F.interpolate(mode='nearest') with an integer factor is pure replication; ops::cbfuse sums the
   // replicated pieces and x in one kernel, in torch.sum(stack(res + [x]))'s order: pieces first, x
   // last (bitwise the chain of upsample_nearest and add it replaces).
-  return ops::cbfuse(pieces, x);
+  return ops::cbfuse(pieces, as_plain(x));
 }
 
 Tensor DFL::forward(const Tensor& x) const {
@@ -283,10 +427,10 @@ double Detect::inter_op_speedup(const std::vector<Tensor>& xs, int threads) cons
   double total = 0.0;
   for (int64_t k : chain_order()) {
     const Tensor& x = xs[static_cast<size_t>(k / 2)];
-    Y9_CHECK_SHAPE(x.dim() == 4, type_name(), ": input ", k / 2, " is not [B, C, H, W]");
+    Y9_CHECK_SHAPE(x.dim() == 4 || ops::is_blocked(x), type_name(), ": input ", k / 2, " is not [B, C, H, W]");
     const auto b = static_cast<size_t>(k / 2 / nl), l = static_cast<size_t>(k / 2 % nl);
     double macs = 0.0;
-    (k % 2 ? cls_seq : box_seq)[b][l]->trace1({x.size(1), x.size(2), x.size(3)}, macs);
+    (k % 2 ? cls_seq : box_seq)[b][l]->trace1(dims_of(x), macs);
     macs *= static_cast<double>(x.size(0));
     *std::min_element(load.begin(), load.end()) += macs;  // the thread that frees first takes it
     total += macs;
@@ -300,7 +444,7 @@ bool Detect::inter_op(const std::vector<Tensor>& xs) const {
       engine::autograd::grad_enabled())
     return false;
   for (const Tensor& x : xs)
-    if (x.dim() != 4) return false;
+    if (x.dim() != 4 && !ops::is_blocked(x)) return false;
   const int threads = ops::concurrent_threads();
   if (threads < 2) return false;
   const Tensor& x = xs[0];  // the largest level
@@ -318,15 +462,14 @@ HeadOutput Detect::forward(const std::vector<Tensor>& xs) const {
   bool in_place = true;
   for (const Tensor& x : xs) in_place = in_place && concat_in_place(x);
   const size_t n = xs.size();
-  std::vector<Tensor> box_out(n), cls_out(n);
+  std::vector<Tensor> box_out(n), cls_out(n), raws(n);
   if (in_place)
     for (size_t i = 0; i < n; ++i) {
       const auto bi = i / static_cast<size_t>(nl), li = i % static_cast<size_t>(nl);
       const Dims a = out_dims(*box_seq[bi][li], dims_of(xs[i])), c = out_dims(*cls_seq[bi][li], dims_of(xs[i]));
-      const Tensor raw = concat_buffer(xs[i], {a, c});
-      box_out[i] = raw.narrow(1, 0, a.c);
-      cls_out[i] = raw.narrow(1, a.c, c.c);
-      out.raw[bi].push_back(raw);
+      raws[i] = concat_buffer(xs[i], {a, c}, buffer_block(xs[i], {a, c}));
+      box_out[i] = ch_narrow(raws[i], 0, a.c);
+      cls_out[i] = ch_narrow(raws[i], a.c, c.c);
     }
   if (inter_op(xs)) {
     // The 2 x branches x nl conv chains are independent: run them concurrently, one per thread,
@@ -346,11 +489,7 @@ HeadOutput Detect::forward(const std::vector<Tensor>& xs) const {
     }
     ops::run_concurrently(tasks);
     if (!in_place)
-      for (int b = 0; b < branches; ++b)
-        for (int64_t l = 0; l < nl; ++l) {
-          const auto i = static_cast<size_t>(b * nl + l);
-          out.raw[static_cast<size_t>(b)].push_back(ops::concat({box_out[i], cls_out[i]}, 1));
-        }
+      for (size_t i = 0; i < n; ++i) raws[i] = cat_channels({box_out[i], cls_out[i]});
   } else if (in_place) {
     for (size_t i = 0; i < n; ++i) {
       const auto bi = i / static_cast<size_t>(nl), li = i % static_cast<size_t>(nl);
@@ -358,13 +497,13 @@ HeadOutput Detect::forward(const std::vector<Tensor>& xs) const {
       cls_seq[bi][li]->forward_into(xs[i], cls_out[i]);
     }
   } else {
-    for (int b = 0; b < branches; ++b)
-      for (int64_t l = 0; l < nl; ++l) {
-        const Tensor& x = xs[static_cast<size_t>(b * nl + l)];
-        const auto bi = static_cast<size_t>(b), li = static_cast<size_t>(l);
-        out.raw[bi].push_back(ops::concat({box_seq[bi][li]->forward(x), cls_seq[bi][li]->forward(x)}, 1));
-      }
+    for (size_t i = 0; i < n; ++i) {
+      const auto bi = i / static_cast<size_t>(nl), li = i % static_cast<size_t>(nl);
+      raws[i] = cat_channels({box_seq[bi][li]->forward(xs[i]), cls_seq[bi][li]->forward(xs[i])});
+    }
   }
+  // The raw maps leave the head plain NCHW (the loss and the decode below read them so).
+  for (size_t i = 0; i < n; ++i) out.raw[i / static_cast<size_t>(nl)].push_back(as_plain(raws[i]));
   if (training()) return out;
   // Anchors and strides come from branch 0's level shapes (identical for every branch), as
   // [1, 2, A] and [1, 1, A] (official make_anchors(feats, strides, 0.5), transposed).
@@ -394,6 +533,24 @@ HeadOutput Detect::forward(const std::vector<Tensor>& xs) const {
 
 ModelOutput Model::forward(const Tensor& x) { return forward_impl(x, nullptr); }
 
+namespace {
+
+/// Whether m or a module below it is unfused: a BatchNorm2d, or a RepConvN with its two branches.
+bool has_unfused(const Module& m) {
+  if (dynamic_cast<const BatchNorm2d*>(&m)) return true;
+  if (const auto* r = dynamic_cast<const RepConvN*>(&m); r && !r->conv) return true;
+  for (const auto& child : m.children())
+    if (has_unfused(*child.second)) return true;
+  return false;
+}
+
+}  // namespace
+
+bool Model::blocked_forward(const Tensor& x) const {
+  return blocked_inference() && x.defined() && x.device().is_cpu() && x.dtype() == engine::DType::F32 &&
+         !engine::autograd::grad_enabled() && !training() && ops::channel_block(x.device()) > 0 && !has_unfused(*this);
+}
+
 ModelOutput Model::forward(const Tensor& x, const LayerObserver& observe) {
   return forward_impl(x, observe ? &observe : nullptr);
 }
@@ -401,6 +558,11 @@ ModelOutput Model::forward(const Tensor& x, const LayerObserver& observe) {
 ModelOutput Model::forward_impl(const Tensor& x, const LayerObserver* observe) {
   Y9_CHECK_SHAPE(x.dim() == 4 && x.size(1) == cfg_.ch_in, "Model::forward: expected [B, ", cfg_.ch_in,
                  ", H, W], got ", engine::shape_str(x.shape()));
+  // The blocked layout (blocked_forward): convolutions write blocked outputs from here on; the
+  // observed forward stays plain (its observers read NCHW maps).
+  const int64_t block = !observe && blocked_forward(x) ? ops::channel_block(x.device()) : 0;
+  BlockedScope scope(block);
+  if (block) g_blocked_forwards++;
   std::vector<std::vector<Tensor>> saved(layers_.size());
   std::vector<Tensor> prev{x};
   for (size_t i = 0; i < layers_.size(); ++i) {

@@ -79,7 +79,16 @@ class Model : public Module {
 
   /// Forward pass (graph/forward.cpp). x [B, ch_in, H, W] float32 RGB in [0, 1], H and W
   /// multiples of 32. Training mode returns raw maps; eval mode also decodes (spec 8).
+  /// When blocked_forward(x) holds, the layers keep their activations in the CPU's blocked
+  /// channel layout (ops::to_blocked; issue 15 item 1) from the first convolution to the head,
+  /// whose raw maps come back plain NCHW: the outputs are those of the plain forward up to float
+  /// rounding (oneDNN's blocked convolutions may round differently; tested).
   ModelOutput forward(const Tensor& x);
+  /// Whether forward(x) runs in the blocked layout: blocked_inference() is on, x is CPU F32,
+  /// no gradient is recorded (grad mode off), the model is in eval mode and fused (no BatchNorm2d
+  /// and no unfused RepConvN left: graph::fuse), and the CPU has a channel block
+  /// (ops::channel_block). The observed forward below always runs plain.
+  bool blocked_forward(const Tensor& x) const;
 
   /// Called by the observed forward after each layer before the head: (layer index i, the layer
   /// (type_name() as the official m.type), its outputs: one tensor [B, C, H, W], or the pieces of
@@ -102,6 +111,19 @@ class Model : public Module {
   Detect* head_ = nullptr;
   std::vector<bool> keep_;  ///< layer outputs read later (the save list)
 };
+
+/// Turns the blocked layout of CPU inference (Model::blocked_forward) on or off for the process;
+/// on unless the environment sets Y9_CPU_BLOCKED=0 (benchmarks and tests compare both).
+void set_blocked_inference(bool on);
+bool blocked_inference();
+/// Lets the blocked forward's 3x3 stride-1 convolutions use the Winograd algorithm
+/// (ops::conv2d_blocked, kernels::Conv2dShape::winograd), or not; on unless the environment sets
+/// Y9_CPU_WINOGRAD=0.
+void set_cpu_winograd(bool on);
+bool cpu_winograd();
+/// How many model forwards ran in the blocked layout so far (process-wide): tests and benchmarks
+/// check that the blocked path ran.
+int64_t blocked_forwards();
 
 /// Re-initialises weights like a freshly built official model: every Conv2d weight and bias
 /// ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (PyTorch kaiming_uniform(a=sqrt(5)) default; fan_in =

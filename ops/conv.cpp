@@ -22,18 +22,21 @@ std::pair<int64_t, int64_t> pair_arg(const std::vector<int64_t>& v, const char* 
 
 /// The checked geometry of conv2d(x, w, bias, ...) (operands already autocast); throws ShapeError
 /// / Error as conv2d documents.
+/// `blocked`: x may also be in the blocked layout [N, C / B, H, W, B] (ops::is_blocked), its
+/// logical shape [N, C, H, W] then gives the geometry (and s.src_block = B).
 kernels::Conv2dShape conv_shape(const Tensor& x, const Tensor& w, const Tensor& bias,
                                 const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
-                                const std::vector<int64_t>& dilation, int64_t groups) {
-  Y9_CHECK_SHAPE(x.dim() == 4 && w.dim() == 4, "conv2d: x must be [N,C,H,W] and w [Cout,Cin/g,kh,kw], got ",
-                 x.str(), " and ", w.str());
+                                const std::vector<int64_t>& dilation, int64_t groups, bool blocked = false) {
+  Y9_CHECK_SHAPE((x.dim() == 4 || (blocked && is_blocked(x))) && w.dim() == 4,
+                 "conv2d: x must be [N,C,H,W] and w [Cout,Cin/g,kh,kw], got ", x.str(), " and ", w.str());
+  const Shape xs = logical_shape(x);
   Y9_CHECK_SHAPE(w.dtype() == x.dtype() && (!bias.defined() || bias.dtype() == x.dtype()),
                  "conv2d: dtypes differ: x ", x.str(), ", w ", w.str(), bias.defined() ? ", bias " + bias.str() : "");
   engine::check_same_device({x, w, bias}, "conv2d");
-  Y9_CHECK_SHAPE(groups >= 1 && x.size(1) % groups == 0 && w.size(0) % groups == 0, "conv2d: groups ", groups,
-                 " must divide Cin ", x.size(1), " and Cout ", w.size(0));
-  Y9_CHECK_SHAPE(w.size(1) * groups == x.size(1), "conv2d: weight ", w.str(), " expects ", w.size(1) * groups,
-                 " input channels (groups ", groups, "), x has ", x.size(1));
+  Y9_CHECK_SHAPE(groups >= 1 && xs[1] % groups == 0 && w.size(0) % groups == 0, "conv2d: groups ", groups,
+                 " must divide Cin ", xs[1], " and Cout ", w.size(0));
+  Y9_CHECK_SHAPE(w.size(1) * groups == xs[1], "conv2d: weight ", w.str(), " expects ", w.size(1) * groups,
+                 " input channels (groups ", groups, "), x has ", xs[1]);
   Y9_CHECK_SHAPE(!bias.defined() || (bias.dim() == 1 && bias.size(0) == w.size(0)), "conv2d: bias ",
                  bias.defined() ? bias.str() : "", " must be [", w.size(0), "]");
   auto [sh, sw] = pair_arg(stride, "stride");
@@ -43,7 +46,8 @@ kernels::Conv2dShape conv_shape(const Tensor& x, const Tensor& w, const Tensor& 
                  "conv2d: need stride >= 1, padding >= 0, dilation >= 1");
 
   kernels::Conv2dShape s{};
-  s.n = x.size(0), s.c_in = x.size(1), s.h = x.size(2), s.w = x.size(3);
+  s.n = xs[0], s.c_in = xs[1], s.h = xs[2], s.w = xs[3];
+  s.src_block = is_blocked(x) ? x.size(4) : 0;
   s.c_out = w.size(0), s.kh = w.size(2), s.kw = w.size(3);
   s.stride_h = sh, s.stride_w = sw, s.pad_h = ph, s.pad_w = pw, s.dil_h = dh, s.dil_w = dw, s.groups = groups;
   s.h_out = (s.h + 2 * ph - dh * (s.kh - 1) - 1) / sh + 1;
@@ -182,6 +186,90 @@ void conv2d_silu_into(const Tensor& out, const Tensor& x_in, const Tensor& w_in,
   }
   const Tensor wc = engine::contiguous_nograd(a.w);
   run_forward(kernels::kConv2dBiasSiLUForward, a.s, a.x, wc, a.bias, out, wc.storage()->derived());
+}
+
+}  // namespace ops
+
+// --- blocked layout (CPU inference) ---------------------------------------------------------------
+
+namespace ops {
+
+namespace {
+
+/// The operands of conv2d_blocked / conv2d_blocked_into (`op`) and their geometry with the
+/// layouts: x plain or blocked, the output blocked by `out_block` (0: plain). Throws as
+/// conv2d_blocked documents.
+IntoArgs blocked_args(const char* op, const Tensor& x, const Tensor& w, const Tensor& bias,
+                      const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
+                      const std::vector<int64_t>& dilation, int64_t groups, int64_t out_block, bool winograd) {
+  Y9_CHECK_SHAPE(x.defined() && w.defined(), op, ": undefined input or weight");
+  Y9_CHECK_SHAPE(x.device().is_cpu() && x.dtype() == DType::F32, op, ": the blocked layout is CPU F32 only, got x ",
+                 x.str());
+  Y9_CHECK(!engine::autograd::needs_grad({x, w, bias}), op,
+           ": inference only; call it with no gradient needed (engine::autograd::NoGradGuard)");
+  IntoArgs a{x, w, bias, conv_shape(x, w, bias, stride, padding, dilation, groups, /*blocked=*/true)};
+  Y9_CHECK_SHAPE(out_block == 0 || ((out_block == 8 || out_block == 16) && a.s.c_out % out_block == 0), op,
+                 ": output block ", out_block, " must be 0, 8 or 16 and divide the ", a.s.c_out, " output channels");
+  a.s.dst_block = out_block;
+  a.s.winograd = winograd ? 1 : 0;
+  return a;
+}
+
+/// Runs the forward entry of `a` (the fused SiLU one when `silu`) into y (contiguous, checked).
+void run_blocked(const IntoArgs& a, bool silu, const Tensor& y) {
+  const Tensor xc = engine::contiguous_nograd(a.x), wc = engine::contiguous_nograd(a.w);
+  const Tensor bc = a.bias.defined() ? engine::contiguous_nograd(a.bias) : Tensor();
+  if (y.numel() == 0) return;
+  if (silu) {
+    auto k = engine::kernel(kernels::kConv2dBiasSiLUForward, xc.dtype(), xc.device());
+    k.fn(k.ctx, a.s, xc.dtype(), xc.data_ptr(), wc.data_ptr(), bc.defined() ? bc.data_ptr() : nullptr,
+         y.data_ptr(), wc.storage()->derived());
+  } else {
+    auto k = engine::kernel(kernels::kConv2dForward, xc.dtype(), xc.device());
+    k.fn(k.ctx, a.s, xc.dtype(), xc.data_ptr(), wc.data_ptr(), bc.defined() ? bc.data_ptr() : nullptr,
+         y.data_ptr());
+  }
+}
+
+Shape out_shape(const kernels::Conv2dShape& s) {
+  if (s.dst_block) return {s.n, s.c_out / s.dst_block, s.h_out, s.w_out, s.dst_block};
+  return {s.n, s.c_out, s.h_out, s.w_out};
+}
+
+}  // namespace
+
+Tensor conv2d_blocked(const Tensor& x, const Tensor& w, const Tensor& bias, const std::vector<int64_t>& stride,
+                      const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation, int64_t groups,
+                      bool silu, int64_t out_block, bool winograd) {
+  const IntoArgs a =
+      blocked_args("conv2d_blocked", x, w, bias, stride, padding, dilation, groups, out_block, winograd);
+  Tensor y = Tensor::empty(out_shape(a.s), x.dtype(), x.device());
+  run_blocked(a, silu, y);
+  return y;
+}
+
+void conv2d_blocked_into(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& bias,
+                         const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
+                         const std::vector<int64_t>& dilation, int64_t groups, bool silu, bool winograd) {
+  Y9_CHECK_SHAPE(out.defined(), "conv2d_blocked_into: undefined output");
+  const int64_t out_block = is_blocked(out) ? out.size(4) : 0;
+  const IntoArgs a =
+      blocked_args("conv2d_blocked_into", x, w, bias, stride, padding, dilation, groups, out_block, winograd);
+  const Shape want = out_shape(a.s);
+  Y9_CHECK_SHAPE(out.shape() == want && out.dtype() == x.dtype() && out.device() == x.device(),
+                 "conv2d_blocked_into: output ", out.str(), " must be ", engine::shape_str(want), " (x ", x.str(), ")");
+  Y9_CHECK_SHAPE(out.is_contiguous(), "conv2d_blocked_into: output ", out.str(), " must be contiguous");
+  Y9_CHECK(!out.requires_grad(), "conv2d_blocked_into: the output requires grad");
+  for (const Tensor* t : {&x, &w, &bias}) {
+    if (!t->defined() || !t->is_contiguous() || t->storage() != out.storage()) continue;
+    const auto* p = static_cast<const char*>(t->data_ptr());
+    const auto* o = static_cast<const char*>(out.data_ptr());
+    const size_t np = static_cast<size_t>(t->numel()) * engine::dtype_size(t->dtype()),
+                 no = static_cast<size_t>(out.numel()) * engine::dtype_size(out.dtype());
+    Y9_CHECK_SHAPE(p + np <= o || o + no <= p, "conv2d_blocked_into: output ", out.str(), " overlaps an operand ",
+                   t->str());
+  }
+  run_blocked(a, silu, out);
 }
 
 }  // namespace ops

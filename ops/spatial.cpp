@@ -3,6 +3,7 @@
 // Official use: nn.Upsample(None, 2, 'nearest'), SPPELAN's MaxPool2d(5, 1, 2), ADown's
 // avg_pool2d(x, 2, 1, 0) and MaxPool2d(3, 2, 1) (yolov9 models/common.py).
 #include "engine/autograd.h"
+#include "kernels/common/blocked.h"
 #include "kernels/common/spatial.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
@@ -43,12 +44,39 @@ int64_t pool_out(const Tensor& x, int64_t size, int64_t k, int64_t s, int64_t p,
   return o;
 }
 
+/// The blocked form of the spatial ops (x blocked, ops::is_blocked): CPU, no gradient.
+kernels::BlockedPlane blocked_plane(const Tensor& x, int64_t ho, int64_t wo, const char* op) {
+  Y9_CHECK_SHAPE(x.device().is_cpu(), op, ": a blocked x must be on the CPU, got ", x.str());
+  Y9_CHECK(!engine::autograd::needs_grad({x}), op, ": a blocked x is inference only (no gradient), got ", x.str());
+  return kernels::BlockedPlane{x.size(0), x.size(1), x.size(2), x.size(3), x.size(4), ho, wo};
+}
+
+Tensor blocked_pool(const Tensor& x, bool max, int64_t kernel, int64_t stride, int64_t padding, const char* op) {
+  const int64_t ho = pool_out(x, x.size(2), kernel, stride, padding, op);
+  const int64_t wo = pool_out(x, x.size(3), kernel, stride, padding, op);
+  const kernels::BlockedPlane g = blocked_plane(x, ho, wo, op);
+  const Tensor xc = engine::contiguous_nograd(x);
+  Tensor y = Tensor::empty({g.n, g.cb, ho, wo, g.block}, x.dtype(), x.device());
+  auto k = engine::kernel(kernels::kBlockedPool2d, x.dtype(), x.device());
+  if (y.numel() > 0) k.fn(k.ctx, x.dtype(), xc.data_ptr(), g, max, kernel, stride, padding, y.data_ptr());
+  return y;
+}
+
 }  // namespace
 
 Tensor upsample_nearest(const Tensor& x, int64_t scale) {
-  check_nchw(x, "upsample_nearest");
+  detail::check_defined(x, "upsample_nearest", "input");
   Y9_CHECK_SHAPE(scale >= 1, "upsample_nearest: scale must be >= 1, got ", scale, " for shape ",
                  engine::shape_str(x.shape()));
+  if (is_blocked(x)) {
+    const kernels::BlockedPlane g = blocked_plane(x, x.size(2) * scale, x.size(3) * scale, "upsample_nearest");
+    const Tensor xc = engine::contiguous_nograd(x);
+    Tensor y = Tensor::empty({g.n, g.cb, g.ho, g.wo, g.block}, x.dtype(), x.device());
+    auto k = engine::kernel(kernels::kBlockedUpsampleNearest, x.dtype(), x.device());
+    if (y.numel() > 0) k.fn(k.ctx, x.dtype(), xc.data_ptr(), g, scale, y.data_ptr());
+    return y;
+  }
+  check_nchw(x, "upsample_nearest");
   const Plane2d g = plane_of(x, x.size(2) * scale, x.size(3) * scale);
   auto k = engine::kernel(kernels::kUpsampleNearestForward, x.dtype(), x.device());
   Tensor y = Tensor::empty({g.n, g.c, g.ho, g.wo}, x.dtype(), x.device());
@@ -65,6 +93,7 @@ Tensor upsample_nearest(const Tensor& x, int64_t scale) {
 }
 
 Tensor max_pool2d(const Tensor& x, int64_t kernel, int64_t stride, int64_t padding) {
+  if (x.defined() && is_blocked(x)) return blocked_pool(x, true, kernel, stride, padding, "max_pool2d");
   check_nchw(x, "max_pool2d");
   const int64_t ho = pool_out(x, x.size(2), kernel, stride, padding, "max_pool2d");
   const int64_t wo = pool_out(x, x.size(3), kernel, stride, padding, "max_pool2d");
@@ -86,6 +115,7 @@ Tensor max_pool2d(const Tensor& x, int64_t kernel, int64_t stride, int64_t paddi
 }
 
 Tensor avg_pool2d(const Tensor& x, int64_t kernel, int64_t stride, int64_t padding) {
+  if (x.defined() && is_blocked(x)) return blocked_pool(x, false, kernel, stride, padding, "avg_pool2d");
   check_nchw(x, "avg_pool2d");
   const int64_t ho = pool_out(x, x.size(2), kernel, stride, padding, "avg_pool2d");
   const int64_t wo = pool_out(x, x.size(3), kernel, stride, padding, "avg_pool2d");

@@ -11,11 +11,21 @@ namespace kernels {
 
 /// Geometry of one convolution. x [n, c_in, h, w], weight [c_out, c_in/groups, kh, kw],
 /// y [n, c_out, h_out, w_out]; dilation in PyTorch convention (1 = dense kernel).
+/// src_block / dst_block: the layout of x / y, 0 for plain NCHW, else the channel block B of the
+/// blocked layout (kernels/common/blocked.h: [n, c / B, h, w, B] contiguous, c a multiple of B).
+/// Blocked operands are a CPU F32 inference feature: only the forward entries of the CPU backend
+/// take them (ops::conv2d_blocked); the others require 0.
 struct Conv2dShape {
   int64_t n, c_in, h, w;
   int64_t c_out, kh, kw;
   int64_t stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups;
   int64_t h_out, w_out;
+  int64_t src_block = 0, dst_block = 0;
+  /// 1: a blocked 3x3 stride-1 dense convolution with SiLU (the fused inference entry, src and dst
+  /// blocked) may use the Winograd algorithm (oneDNN's F(4x4, 3x3) / F(2x2, 3x3) on AVX-512: about
+  /// half the time of the direct one on YOLOv9's 3x3 layers, with a larger float rounding error;
+  /// graph::set_cpu_winograd), where the CPU has it; 0: direct only. CPU only, like the blocks.
+  int64_t winograd = 0;
 };
 
 /// y = conv(x, w) + bias (bias may be null).

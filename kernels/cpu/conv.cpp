@@ -76,12 +76,19 @@ Mds make_mds(const Conv2dShape& s) {
   memory::dims src{s.n, s.c_in, s.h, s.w}, dst{s.n, s.c_out, s.h_out, s.w_out};
   memory::dims wei = s.groups > 1 ? memory::dims{s.groups, s.c_out / s.groups, s.c_in / s.groups, s.kh, s.kw}
                                   : memory::dims{s.c_out, s.c_in, s.kh, s.kw};
-  m.src = memory::desc(src, f32, tag::nchw);
-  m.dst = memory::desc(dst, f32, tag::nchw);
+  // A blocked operand (Conv2dShape::src_block / dst_block) is given to the primitive in its own
+  // layout, so it is read or written in place; a plain one in the layout oneDNN prefers (a reorder
+  // per call when that differs from NCHW).
+  const auto layout = [](int64_t block) {
+    assert(block == 0 || block == 8 || block == 16);
+    return block == 16 ? tag::nChw16c : block == 8 ? tag::nChw8c : tag::nchw;
+  };
+  m.src = memory::desc(src, f32, layout(s.src_block));
+  m.dst = memory::desc(dst, f32, layout(s.dst_block));
   m.wei = memory::desc(wei, f32, s.groups > 1 ? tag::goihw : tag::oihw);
   m.bias = memory::desc({s.c_out}, f32, tag::x);
-  m.src_any = memory::desc(src, f32, tag::any);
-  m.dst_any = memory::desc(dst, f32, tag::any);
+  m.src_any = s.src_block ? m.src : memory::desc(src, f32, tag::any);
+  m.dst_any = s.dst_block ? m.dst : memory::desc(dst, f32, tag::any);
   m.wei_any = memory::desc(wei, f32, tag::any);
   m.strides = {s.stride_h, s.stride_w};
   m.dil = {s.dil_h - 1, s.dil_w - 1};  // oneDNN counts the gaps: PyTorch dilation - 1
@@ -141,6 +148,10 @@ struct Cached {
   CachedReorder in0, in1, out;
   uint64_t id;             // unique over the process: keys the threads' BoundMemories of this entry
   memory::desc scratch;    // pd's scratchpad layout (size 0 when it needs none)
+  /// A Winograd convolution of the blocked inference path takes no post-op: its SiLU runs after
+  /// it, in place on the output (an eltwise primitive), when set.
+  std::optional<dnnl::eltwise_forward> silu_after;
+  memory::desc silu_scratch;
 };
 
 /// A process-unique id for a new cache entry (an evicted entry's address may be reused).
@@ -370,10 +381,12 @@ struct OneDnnState {
   dnnl::engine eng;
   const uint64_t id = next_id();  // keys thread_exec (an address could be reused by a later state)
   std::mutex mu;
-  // Key: direction (0 fwd, 1 bwd data, 2 bwd weights, 3 fwd + SiLU) + 4 x the thread count the
-  // primitive was created for (conv_threads), bias, then the geometry.
+  // Key: direction (0 fwd, 1 bwd data, 2 bwd weights, 3 fwd + SiLU, 4 Winograd fwd + SiLU) + 8 x the
+  // thread count the
+  // primitive was created for (conv_threads), bias, then the geometry and the operands' layouts
+  // (src_block + 32 x dst_block + 1024 x winograd).
   using Key = std::tuple<int, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                         int64_t, int64_t, int64_t, int64_t, int64_t>;
+                         int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
   template <typename Pd>
   using Cache = LruCache<Key, std::shared_ptr<const Cached<Pd>>>;
   Cache<dnnl::convolution_forward::primitive_desc> fwd;
@@ -388,8 +401,8 @@ struct OneDnnState {
 };
 
 OneDnnState::Key key_of(int dir, int threads, bool bias, const Conv2dShape& s) {
-  return {dir + 4 * threads, bias, s.n, s.c_in, s.h, s.w, s.c_out, s.kh, s.kw, s.stride_h, s.stride_w, s.pad_h,
-          s.pad_w, s.dil_h, s.dil_w, s.groups};
+  return {dir + 8 * threads, bias, s.n, s.c_in, s.h, s.w, s.c_out, s.kh, s.kw, s.stride_h, s.stride_w, s.pad_h,
+          s.pad_w, s.dil_h, s.dil_w, s.groups, s.src_block + 32 * s.dst_block + 1024 * s.winograd};
 }
 
 /// The forward descriptor; `silu` (inference only) appends oneDNN's swish (alpha 1: x*sigmoid(x))
@@ -422,6 +435,27 @@ dnnl::convolution_forward::primitive_desc fwd_pd(const dnnl::engine& eng, const 
   dnnl::convolution_forward::desc d(prop, dnnl::algorithm::convolution_direct, m.src_any, m.wei_any, m.dst_any,
                                     m.strides, m.dil, m.pad_l, m.pad_r);
   return {d, attr, eng};
+#endif
+}
+
+/// The Winograd forward-inference descriptor (no post-op: oneDNN's Winograd kernels take no
+/// swish); throws dnnl::error where oneDNN has no Winograd implementation for the geometry.
+dnnl::convolution_forward::primitive_desc wino_pd(const dnnl::engine& eng, const Mds& m, bool with_bias) {
+  const auto prop = dnnl::prop_kind::forward_inference;
+  const auto alg = dnnl::algorithm::convolution_winograd;
+#if DNNL_VERSION_MAJOR >= 3
+  if (with_bias)
+    return {eng, prop, alg, m.src_any, m.wei_any, m.bias, m.dst_any, m.strides, m.dil, m.pad_l, m.pad_r,
+            user_scratchpad_attr()};
+  return {eng, prop, alg, m.src_any, m.wei_any, m.dst_any, m.strides, m.dil, m.pad_l, m.pad_r, user_scratchpad_attr()};
+#else
+  if (with_bias) {
+    dnnl::convolution_forward::desc d(prop, alg, m.src_any, m.wei_any, m.bias, m.dst_any, m.strides, m.dil, m.pad_l,
+                                      m.pad_r);
+    return {d, user_scratchpad_attr(), eng};
+  }
+  dnnl::convolution_forward::desc d(prop, alg, m.src_any, m.wei_any, m.dst_any, m.strides, m.dil, m.pad_l, m.pad_r);
+  return {d, user_scratchpad_attr(), eng};
 #endif
 }
 
@@ -462,19 +496,27 @@ dnnl::convolution_backward_weights::primitive_desc bwd_weights_pd(const dnnl::en
 /// use). `make(mds)` builds the descriptor from the geometry's memory descriptors (make_mds(s));
 /// `layouts(pd, mds)` returns, for the operands in0, in1, out, the user's (plain) layout and the
 /// primitive's.
-template <typename Pd, typename Prim, typename Make, typename Layouts>
+/// `finish(entry)` completes a new entry (the Winograd path's separate SiLU).
+template <typename Pd, typename Prim, typename Make, typename Layouts, typename Finish>
 std::shared_ptr<const Cached<Pd>> cached(OneDnnState& st, OneDnnState::Cache<Pd>& cache, const OneDnnState::Key& key,
-                                         const Conv2dShape& s, Make make, Layouts layouts) {
+                                         const Conv2dShape& s, Make make, Layouts layouts, Finish finish) {
   std::lock_guard<std::mutex> lock(st.mu);
   return cache.get(key, [&] {
     Mds m = make_mds(s);
     Pd pd = make(m);
     const auto l = layouts(pd, m);  // {user, want} for in0, in1, out
-    return std::make_shared<const Cached<Pd>>(Cached<Pd>{
+    auto c = std::make_shared<Cached<Pd>>(Cached<Pd>{
         pd, Prim(pd), m, make_reorder(st.eng, l[0].first, l[0].second, true),
         make_reorder(st.eng, l[1].first, l[1].second, true), make_reorder(st.eng, l[2].first, l[2].second, false),
-        next_entry_id(), pd.scratchpad_desc()});
+        next_entry_id(), pd.scratchpad_desc(), std::nullopt, memory::desc()});
+    finish(*c);
+    return std::shared_ptr<const Cached<Pd>>(std::move(c));
   });
+}
+template <typename Pd, typename Prim, typename Make, typename Layouts>
+std::shared_ptr<const Cached<Pd>> cached(OneDnnState& st, OneDnnState::Cache<Pd>& cache, const OneDnnState::Key& key,
+                                         const Conv2dShape& s, Make make, Layouts layouts) {
+  return cached<Pd, Prim>(st, cache, key, s, make, layouts, [](Cached<Pd>&) {});
 }
 using Layouts3 = std::array<std::pair<memory::desc, memory::desc>, 3>;
 
@@ -491,15 +533,44 @@ using Layouts3 = std::array<std::pair<memory::desc, memory::desc>, 3>;
 void conv2d_forward_onednn(OneDnnState& st, const Conv2dShape& s, const float* x, const float* w, const float* bias,
                            float* y, bool silu, engine::DerivedData* w_derived = nullptr) {
   try {
-    const int dir = silu ? 3 : 0;
+    // Winograd (Conv2dShape::winograd): blocked 3x3 stride-1 dense convolutions with SiLU, where
+    // oneDNN has the algorithm for the geometry (else the direct one, with the SiLU post-op).
+    const bool try_wino = silu && s.winograd && s.src_block && s.dst_block && s.kh == 3 && s.kw == 3 &&
+                          s.stride_h == 1 && s.stride_w == 1 && s.dil_h == 1 && s.dil_w == 1 && s.groups == 1;
+    const int dir = try_wino ? 4 : silu ? 3 : 0;
     const int threads = conv_threads(dir, s);
     OmpThreadsScope ts(threads);
     using Pd = dnnl::convolution_forward::primitive_desc;
+    bool wino = false;
     const auto c = cached<Pd, dnnl::convolution_forward>(
         st, st.fwd, key_of(dir, threads, bias != nullptr, s), s,
-        [&](const Mds& m) { return fwd_pd(st.eng, m, bias != nullptr, silu); },
+        [&](const Mds& m) {
+          if (try_wino) {
+            try {
+              Pd pd = wino_pd(st.eng, m, bias != nullptr);
+              wino = true;
+              return pd;
+            } catch (const dnnl::error&) {
+            }
+          }
+          return fwd_pd(st.eng, m, bias != nullptr, silu);
+        },
         [](const Pd& pd, const Mds& m) {
           return Layouts3{{{m.src, pd.src_desc()}, {m.wei, pd.weights_desc()}, {m.dst, pd.dst_desc()}}};
+        },
+        [&](Cached<Pd>& e) {
+          if (!wino) return;
+#if DNNL_VERSION_MAJOR >= 3
+          dnnl::eltwise_forward::primitive_desc epd(st.eng, dnnl::prop_kind::forward_inference,
+                                                    dnnl::algorithm::eltwise_swish, e.m.dst, e.m.dst, 1.f, 0.f,
+                                                    user_scratchpad_attr());
+#else
+          dnnl::eltwise_forward::desc ed(dnnl::prop_kind::forward_inference, dnnl::algorithm::eltwise_swish, e.m.dst,
+                                         1.f, 0.f);
+          dnnl::eltwise_forward::primitive_desc epd(ed, user_scratchpad_attr(), st.eng);
+#endif
+          e.silu_after.emplace(epd);
+          e.silu_scratch = epd.scratchpad_desc();
         });
     const Mds& m = c->m;
     ThreadExec& te = st.thread_exec();
@@ -519,6 +590,12 @@ void conv2d_forward_onednn(OneDnnState& st, const Conv2dShape& s, const float* x
     args.add(DNNL_ARG_DST, ym);
     if (bias) args.add(DNNL_ARG_BIAS, bm.at(S::kBias, m.bias, st.eng, te.stream, bias));
     execute(c->prim, c->scratch, st.eng, te, &bm, args);
+    if (c->silu_after) {  // in place on the output (the blocked user layout: no reorder)
+      ExecArgs ea;
+      ea.add(DNNL_ARG_SRC, ym);
+      ea.add(DNNL_ARG_DST, ym);
+      execute(*c->silu_after, c->silu_scratch, st.eng, te, nullptr, ea);
+    }
     finish(ym, yu, c->out, st.eng, te);
     te.stream.wait();
   } catch (const dnnl::error& e) {
@@ -708,9 +785,11 @@ void conv2d_forward(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DT
   if (dt == engine::DType::F32)
     conv2d_forward_onednn(ctx.state<OneDnnState>(), s, static_cast<const float*>(x), static_cast<const float*>(w),
                           static_cast<const float*>(bias), static_cast<float*>(y), /*silu=*/false);
-  else
+  else {
+    Y9_CHECK(s.src_block == 0 && s.dst_block == 0, "conv2d_forward: blocked layouts are F32 only");
     conv2d_forward_ref(s, static_cast<const double*>(x), static_cast<const double*>(w),
                        static_cast<const double*>(bias), static_cast<double*>(y));
+  }
 }
 
 void conv2d_bias_silu_forward(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dt, const void* x,
@@ -720,6 +799,7 @@ void conv2d_bias_silu_forward(engine::DeviceContext& ctx, const Conv2dShape& s, 
                           static_cast<const float*>(bias), static_cast<float*>(y), /*silu=*/true, w_derived);
     return;
   }
+  Y9_CHECK(s.src_block == 0 && s.dst_block == 0, "conv2d_bias_silu_forward: blocked layouts are F32 only");
   auto* yd = static_cast<double*>(y);
   conv2d_forward_ref(s, static_cast<const double*>(x), static_cast<const double*>(w),
                      static_cast<const double*>(bias), yd);

@@ -9,9 +9,11 @@
 #include <map>
 
 #include "engine/autograd.h"
+#include "graph/fuse.h"
 #include "graph/model.h"
 #include "graph/state.h"
 #include "io/safetensors.h"
+#include "ops/ops.h"
 #include "tests/graph/graph_ref_util.h"
 
 namespace {
@@ -121,5 +123,42 @@ TEST(ModelRef, ForwardMatchesOfficial) {
     std::printf("  %s: %d train tensors (%zu buffers); worst scaled err raw %.2e, buffers %.2e; worst err/(tolerance bound) %.2f\n",
                 jf.c_str(), checked, m->named_buffers().size(), worst_raw, worst_buf, worst_ratio);
     EXPECT_EQ(static_cast<size_t>(checked), ours.size());
+  }
+}
+
+// The fused model in the CPU's blocked layout (graph::Model::blocked_forward, issue 15 item 1)
+// against the official eval outputs, at the tolerances above (fusion and layout change only the
+// rounding).
+TEST(ModelRef, FusedBlockedForwardMatchesOfficial) {
+  const std::string ref = testutil::reference_dir();
+  if (ref.empty()) GTEST_SKIP() << "no reference folder";
+  if (ops::channel_block(engine::Device::cpu()) == 0) GTEST_SKIP() << "no blocked layout on this CPU";
+  const auto files = testutil::glob_files(ref, "model_*.json");
+  ASSERT_FALSE(files.empty());
+  graph::set_blocked_inference(true);
+  for (const auto& jf : files) {
+    SCOPED_TRACE(jf);
+    const auto j = graphtest::read_json(jf);
+    auto fixture = graphtest::load_model_fixture(ref, j);
+    auto& m = fixture.model;
+    const auto& fx = fixture.tensors;
+    graph::fuse(*m);
+    m->eval();
+    engine::autograd::NoGradGuard no_grad;
+    const Tensor input = fx.at("input");
+    ASSERT_TRUE(m->blocked_forward(input));
+    const int64_t n0 = graph::blocked_forwards();
+    const auto out = m->forward(input);
+    EXPECT_EQ(graph::blocked_forwards(), n0 + 1);
+    for (size_t b = 0; b < out.raw.size(); ++b) {
+      for (size_t l = 0; l < out.raw[b].size(); ++l) {
+        const std::string k = raw_key("eval.raw", *m, b, l);
+        EXPECT_TRUE(graphtest::close(out.raw[b][l], fx.at(k), kRtol, kAtolScale)) << k;
+      }
+      const std::string dk = out.decoded.size() == 1 ? "eval.decoded" : "eval.decoded." + std::to_string(b);
+      EXPECT_TRUE(graphtest::close(out.decoded[b], fx.at(dk), kRtol, kAtolScale)) << dk;
+      std::printf("  %s fused, blocked: %s scaled err %.2e\n", jf.c_str(), dk.c_str(),
+                  graphtest::scaled_error(out.decoded[b], fx.at(dk)));
+    }
   }
 }

@@ -255,6 +255,43 @@ std::vector<Row> rows() {
   r.push_back({"avg_pool2d", {"avg_pool2d_forward", "avg_pool2d_backward"},
                [=] { return std::vector<Input>{in(rnd({2, 3, 7, 8}, 62))}; },
                [](const Inputs& x) { return ops::avg_pool2d(x[0], 2, 1, 0); }});
+  // The blocked layout's spatial entries (CPU inference), through the ops on a blocked x, against
+  // the same op on the plain x; and the channel block query against its definition.
+  for (int64_t block : {8, 16}) {
+    const std::string b = std::to_string(block);
+    r.push_back({"max_pool2d (blocked " + b + ")", {"blocked_pool2d"},
+                 [=] { return std::vector<Input>{in(rnd({2, 32, 7, 8}, 90), false)}; },
+                 [block](const Inputs& x) { return ops::from_blocked(ops::max_pool2d(ops::to_blocked(x[0], block), 3, 2, 1)); },
+                 GradMode::None, [](const Inputs& x) { return ops::max_pool2d(x[0], 3, 2, 1); }});
+    r.push_back({"avg_pool2d (blocked " + b + ")", {"blocked_pool2d"},
+                 [=] { return std::vector<Input>{in(rnd({1, 16, 9, 6}, 91), false)}; },
+                 [block](const Inputs& x) { return ops::from_blocked(ops::avg_pool2d(ops::to_blocked(x[0], block), 2, 1, 0)); },
+                 GradMode::None, [](const Inputs& x) { return ops::avg_pool2d(x[0], 2, 1, 0); }});
+    r.push_back({"upsample_nearest (blocked " + b + ")", {"blocked_upsample_nearest"},
+                 [=] { return std::vector<Input>{in(rnd({2, 16, 3, 5}, 92), false)}; },
+                 [block](const Inputs& x) { return ops::from_blocked(ops::upsample_nearest(ops::to_blocked(x[0], block), 2)); },
+                 GradMode::None, [](const Inputs& x) { return ops::upsample_nearest(x[0], 2); }});
+  }
+  r.push_back({"preferred_channel_block", {"preferred_channel_block"},
+               [=] { return std::vector<Input>{in(rnd({1}, 93), false)}; },
+               [](const Inputs& x) {
+                 return Tensor::full({1}, static_cast<double>(ops::channel_block(x[0].device())), x[0].dtype(),
+                                     x[0].device());
+               },
+               GradMode::None,
+               [](const Inputs& x) {  // 16 with AVX-512, 8 with AVX2, 0 elsewhere (on the CPU)
+#if defined(__x86_64__) || defined(_M_X64)
+                 __builtin_cpu_init();
+                 const double want = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                                             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")
+                                         ? 16
+                                     : __builtin_cpu_supports("avx2") ? 8
+                                                                      : 0;
+#else
+                 const double want = 0;
+#endif
+                 return Tensor::full({1}, want, x[0].dtype());
+               }});
   r.push_back({"concat / split", {"concat_forward", "concat_backward"},
                [=] { return std::vector<Input>{in(rnd({2, 3, 4}, 63)), in(rnd({2, 5, 4}, 64))}; },
                [](const Inputs& x) {

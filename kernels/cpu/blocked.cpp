@@ -1,0 +1,113 @@
+// CPU entries of the blocked channel layout (kernels/common/blocked.h): the preferred channel
+// block, pooling and nearest upsampling on [N, C / B, H, W, B] planes. The lanes of a block are
+// the innermost loop, so each window step is one vector operation over B channels.
+#include <algorithm>
+#include <limits>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "kernels/common/blocked.h"
+#include "kernels/common/spatial.h"
+#include "kernels/cpu/dispatch.h"
+
+namespace kernels::cpu {
+
+namespace {
+
+using engine::DeviceContext;
+using engine::DType;
+
+inline bool par_for(int64_t work) { return work > 32768; }
+
+/// 16 with AVX-512 (oneDNN's avx512_core), 8 with AVX2, 0 elsewhere (no blocked layout: oneDNN's
+/// blocked kernels are x86 ones). cpu_isa values are bit sets of the instruction groups.
+int64_t preferred_block(DeviceContext&) {
+  static const int64_t block = [] {
+    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    const auto has = [isa](dnnl::cpu_isa want) {
+      const auto w = static_cast<unsigned>(want);
+      return (isa & w) == w;
+    };
+    return has(dnnl::cpu_isa::avx512_core) ? int64_t(16) : has(dnnl::cpu_isa::avx2) ? int64_t(8) : int64_t(0);
+  }();
+  return block;
+}
+
+/// One output row of a blocked pooling: `B` lanes (a compile-time block when B > 0, else g.block).
+template <typename T, int B>
+void pool_row(const T* xp, const BlockedPlane& g, bool max, int64_t k, int64_t stride, int64_t pad, T inv, int64_t oh,
+              T* yp) {
+  const int64_t lanes = B > 0 ? B : g.block;
+  const int64_t h0 = pool_window_begin(oh, stride, pad), h1 = pool_window_end(oh, k, stride, pad, g.h);
+  for (int64_t ow = 0; ow < g.wo; ++ow) {
+    const int64_t w0 = pool_window_begin(ow, stride, pad), w1 = pool_window_end(ow, k, stride, pad, g.w);
+    T acc[B > 0 ? B : 64];
+    const T init = max ? -std::numeric_limits<T>::infinity() : T(0);
+    for (int64_t l = 0; l < lanes; ++l) acc[l] = init;
+    for (int64_t h = h0; h < h1; ++h)
+      for (int64_t w = w0; w < w1; ++w) {
+        const T* v = xp + (h * g.w + w) * lanes;
+        if (max) {
+          for (int64_t l = 0; l < lanes; ++l) acc[l] = max_pool_takes(v[l], acc[l]) ? v[l] : acc[l];
+        } else {
+          for (int64_t l = 0; l < lanes; ++l) acc[l] += v[l];
+        }
+      }
+    T* out = yp + (oh * g.wo + ow) * lanes;
+    if (max)
+      for (int64_t l = 0; l < lanes; ++l) out[l] = acc[l];
+    else
+      for (int64_t l = 0; l < lanes; ++l) out[l] = acc[l] * inv;
+  }
+}
+
+template <typename T, int B>
+void pool_planes(const T* x, const BlockedPlane& g, bool max, int64_t k, int64_t stride, int64_t pad, T* y) {
+  const int64_t planes = g.n * g.cb;
+  const T inv = T(1) / static_cast<T>(k * k);
+#pragma omp parallel for collapse(2) schedule(static) if (par_for(planes * g.ho * g.wo * g.block * k * k))
+  for (int64_t p = 0; p < planes; ++p)
+    for (int64_t oh = 0; oh < g.ho; ++oh)
+      pool_row<T, B>(x + p * g.h * g.w * g.block, g, max, k, stride, pad, inv, oh, y + p * g.ho * g.wo * g.block);
+}
+
+void pool_fwd(DeviceContext&, DType dt, const void* x, const BlockedPlane& g, bool max, int64_t k, int64_t stride,
+              int64_t pad, void* y) {
+  float_or_double(dt, [&](auto t) {
+    using T = decltype(t);
+    const T* xs = static_cast<const T*>(x);
+    T* ys = static_cast<T*>(y);
+    if (g.block == 16)
+      pool_planes<T, 16>(xs, g, max, k, stride, pad, ys);
+    else if (g.block == 8)
+      pool_planes<T, 8>(xs, g, max, k, stride, pad, ys);
+    else
+      pool_planes<T, 0>(xs, g, max, k, stride, pad, ys);
+  });
+}
+
+void upsample_fwd(DeviceContext&, DType dt, const void* x, const BlockedPlane& g, int64_t s, void* y) {
+  float_or_double(dt, [&](auto t) {
+    using T = decltype(t);
+    const T* xs = static_cast<const T*>(x);
+    T* ys = static_cast<T*>(y);
+    const int64_t planes = g.n * g.cb, lanes = g.block;
+#pragma omp parallel for collapse(2) schedule(static) if (par_for(planes * g.ho * g.wo * lanes))
+    for (int64_t p = 0; p < planes; ++p)
+      for (int64_t oh = 0; oh < g.ho; ++oh) {
+        const T* in = xs + (p * g.h + oh / s) * g.w * lanes;
+        T* out = ys + (p * g.ho + oh) * g.wo * lanes;
+        for (int64_t ow = 0; ow < g.wo; ++ow) std::copy_n(in + (ow / s) * lanes, lanes, out + ow * lanes);
+      }
+  });
+}
+
+}  // namespace
+
+Y9_REGISTER_KERNELS(engine::DeviceType::CPU, b) {
+  b.add(kPreferredChannelBlock, &preferred_block, engine::kF32F64);
+  b.add(kBlockedPool2d, &pool_fwd, engine::kF32F64);
+  b.add(kBlockedUpsampleNearest, &upsample_fwd, engine::kF32F64);
+}
+
+}  // namespace kernels::cpu

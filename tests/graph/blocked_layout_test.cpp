@@ -1,0 +1,283 @@
+// The blocked channel layout of CPU inference (issue 15 item 1): ops::to_blocked / from_blocked,
+// the blocked convolutions (ops::conv2d_blocked, conv2d_blocked_into), and whole fused models run
+// blocked (graph::Model::blocked_forward) against the same models run plain NCHW
+// (graph::set_blocked_inference(false)). The spatial ops on blocked tensors are in the backend
+// sweep (tests/ops/backend_ops_test.cpp).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "engine/autograd.h"
+#include "engine/error.h"
+#include "graph/fuse.h"
+#include "graph/model.h"
+#include "ops/ops.h"
+#include "tests/testutil.h"
+
+namespace {
+
+using engine::DType;
+using engine::Tensor;
+using testutil::same_bits;
+
+std::string cfg(const std::string& file) { return std::string(Y9_SOURCE_DIR) + "/configs/models/" + file; }
+
+/// Restores the process-wide blocked switch after a test.
+class BlockedSwitch {
+ public:
+  explicit BlockedSwitch(bool on) : prev_(graph::blocked_inference()) { graph::set_blocked_inference(on); }
+  ~BlockedSwitch() { graph::set_blocked_inference(prev_); }
+
+ private:
+  bool prev_;
+};
+
+/// max |a - b| / max(1, max |b|) over the elements (both plain, same shape).
+double scaled_error(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.shape(), b.shape());
+  const auto x = a.to_vector<double>(), y = b.to_vector<double>();
+  double err = 0, scale = 1;
+  for (double v : y) scale = std::max(scale, std::abs(v));
+  for (size_t i = 0; i < x.size(); ++i) err = std::max(err, std::abs(x[i] - y[i]));
+  return err / scale;
+}
+
+TEST(BlockedLayout, ToAndFromBlockedRoundTripExactly) {
+  const Tensor x = testutil::random_tensor({2, 32, 5, 3}, 1, -1, 1, DType::F32);
+  for (int64_t block : {8, 16}) {
+    const Tensor b = ops::to_blocked(x, block);
+    ASSERT_EQ(b.shape(), (engine::Shape{2, 32 / block, 5, 3, block}));
+    EXPECT_TRUE(ops::is_blocked(b));
+    EXPECT_EQ(ops::logical_shape(b), x.shape());
+    // Element (n, c, h, w) sits at [n, c / B, h, w, c % B].
+    const auto xv = x.to_vector<float>(), bv = b.to_vector<float>();
+    const int64_t n = 1, c = 21, h = 3, w = 2;
+    EXPECT_EQ(bv[static_cast<size_t>((((n * (32 / block) + c / block) * 5 + h) * 3 + w) * block + c % block)],
+              xv[static_cast<size_t>(((n * 32 + c) * 5 + h) * 3 + w)]);
+    EXPECT_TRUE(same_bits(ops::from_blocked(b), x));
+    EXPECT_TRUE(same_bits(ops::from_blocked(ops::to_blocked(x.transpose(2, 3), block)), x.transpose(2, 3).contiguous()));
+  }
+  EXPECT_FALSE(ops::is_blocked(x));
+  EXPECT_TRUE(ops::from_blocked(x).is_same(x));
+  EXPECT_THROW(ops::to_blocked(x, 12), engine::ShapeError);
+  EXPECT_THROW(ops::to_blocked(testutil::random_tensor({1, 20, 2, 2}, 2, -1, 1, DType::F32), 16), engine::ShapeError);
+  EXPECT_THROW(ops::to_blocked(Tensor::zeros({32, 4}), 8), engine::ShapeError);
+}
+
+// Every pairing of input and output layout, both blocks, with and without SiLU, strided and
+// grouped: the values of the plain convolution (oneDNN may pick another implementation for a
+// blocked layout: within float rounding).
+TEST(BlockedLayout, ConvolutionsMatchThePlainOnes) {
+  engine::autograd::NoGradGuard ng;
+  struct Geo {
+    int64_t cin, cout, k, s, p, g, h, w;
+  };
+  for (const Geo& geo : {Geo{16, 32, 3, 1, 1, 1, 9, 7}, Geo{32, 16, 1, 1, 0, 1, 6, 6}, Geo{16, 48, 3, 2, 1, 1, 11, 8},
+                         Geo{64, 64, 3, 1, 1, 4, 5, 5}, Geo{3, 16, 3, 2, 1, 1, 12, 12}}) {
+    const Tensor x = testutil::random_tensor({2, geo.cin, geo.h, geo.w}, 3, -1, 1, DType::F32);
+    const Tensor w = testutil::random_tensor({geo.cout, geo.cin / geo.g, geo.k, geo.k}, 4, -0.3, 0.3, DType::F32);
+    const Tensor b = testutil::random_tensor({geo.cout}, 5, -0.5, 0.5, DType::F32);
+    for (bool silu : {false, true}) {
+      const Tensor want = silu ? ops::conv2d_silu(x, w, b, {geo.s}, {geo.p}, {1}, geo.g)
+                               : ops::conv2d(x, w, b, {geo.s}, {geo.p}, {1}, geo.g);
+      for (int64_t block : {8, 16})
+        for (bool in_blocked : {false, true})
+          for (bool out_blocked : {false, true}) {
+            if (in_blocked && geo.cin % block != 0) continue;
+            const std::string what = "cin " + std::to_string(geo.cin) + " cout " + std::to_string(geo.cout) + " g " +
+                                     std::to_string(geo.g) + " block " + std::to_string(block) + " in " +
+                                     std::to_string(in_blocked) + " out " + std::to_string(out_blocked) + " silu " +
+                                     std::to_string(silu);
+            const Tensor xin = in_blocked ? ops::to_blocked(x, block) : x;
+            const Tensor y = ops::conv2d_blocked(xin, w, b, {geo.s}, {geo.p}, {1}, geo.g, silu, out_blocked ? block : 0);
+            EXPECT_EQ(ops::is_blocked(y), out_blocked) << what;
+            if (out_blocked) {
+              EXPECT_EQ(y.size(4), block) << what;
+            }
+            EXPECT_LT(scaled_error(ops::from_blocked(y), want), 2e-6) << what;
+          }
+    }
+  }
+}
+
+// conv2d_blocked_into writes a channel slice of a batch-1 blocked buffer and nothing else; bad
+// outputs and bad layouts are refused.
+TEST(BlockedLayout, ConvIntoABlockedSliceAndErrors) {
+  engine::autograd::NoGradGuard ng;
+  const Tensor x = ops::to_blocked(testutil::random_tensor({1, 16, 6, 5}, 6, -1, 1, DType::F32), 8);
+  const Tensor w = testutil::random_tensor({16, 16, 3, 3}, 7, -0.3, 0.3, DType::F32);
+  const Tensor b = testutil::random_tensor({16}, 8, -0.5, 0.5, DType::F32);
+  const Tensor buf = Tensor::full({1, 4, 6, 5, 8}, 7.0);  // 32 channels: [8, 24) written
+  const Tensor slice = buf.narrow(1, 1, 2);
+  ops::conv2d_blocked_into(slice, x, w, b, {1}, {1}, {1}, 1, true);
+  EXPECT_TRUE(same_bits(slice.contiguous(), ops::conv2d_blocked(x, w, b, {1}, {1}, {1}, 1, true, 8)));
+  EXPECT_TRUE(same_bits(buf.narrow(1, 0, 1).contiguous(), Tensor::full({1, 1, 6, 5, 8}, 7.0)));
+  EXPECT_TRUE(same_bits(buf.narrow(1, 3, 1).contiguous(), Tensor::full({1, 1, 6, 5, 8}, 7.0)));
+  // A plain output slice of the same result.
+  const Tensor plain = Tensor::full({1, 20, 6, 5}, 1.0);
+  ops::conv2d_blocked_into(plain.narrow(1, 2, 16), x, w, b, {1}, {1}, {1}, 1, true);
+  EXPECT_TRUE(same_bits(plain.narrow(1, 2, 16).contiguous(), ops::from_blocked(slice)));
+
+  EXPECT_THROW(ops::conv2d_blocked(x, w, b, {1}, {1}, {1}, 1, true, 12), engine::ShapeError);  // block
+  EXPECT_THROW(ops::conv2d_blocked(x, testutil::random_tensor({12, 16, 1, 1}, 9, -1, 1, DType::F32), Tensor(), {1},
+                                   {0}, {1}, 1, false, 8),
+               engine::ShapeError);  // 12 output channels: not a multiple of 8
+  EXPECT_THROW(ops::conv2d_blocked(ops::from_blocked(x).to(DType::F64), w.to(DType::F64), b.to(DType::F64), {1}, {1},
+                                   {1}, 1, true, 8),
+               engine::ShapeError);  // F32 only
+  EXPECT_THROW(ops::conv2d_blocked_into(Tensor::empty({1, 2, 6, 4, 8}), x, w, b, {1}, {1}, {1}, 1, true),
+               engine::ShapeError);  // shape
+  EXPECT_THROW(ops::conv2d_blocked_into(Tensor::empty({1, 2, 5, 6, 8}).transpose(2, 3), x, w, b, {1}, {1}, {1}, 1,
+                                        true),
+               engine::ShapeError);  // not contiguous
+  // Overlapping the input.
+  const Tensor both = Tensor::zeros({1, 4, 6, 5, 8});
+  EXPECT_THROW(ops::conv2d_blocked_into(both.narrow(1, 1, 2), both.narrow(1, 0, 2), w, b, {1}, {1}, {1}, 1, true),
+               engine::ShapeError);
+  // A plain convolution refuses a blocked input (it would read it as NCHW).
+  EXPECT_THROW(ops::conv2d(x, w, b, {1}, {1}), engine::ShapeError);
+  engine::autograd::set_grad_enabled(true);
+  const Tensor wg = w.clone().set_requires_grad(true);
+  EXPECT_THROW(ops::conv2d_blocked(x, wg, b, {1}, {1}, {1}, 1, true, 8), engine::Error);  // inference only
+  EXPECT_THROW(ops::max_pool2d(ops::to_blocked(testutil::random_tensor({1, 8, 4, 4}, 10, -1, 1, DType::F32), 8)
+                                   .set_requires_grad(true),
+                               3, 1, 1),
+               engine::Error);
+  engine::autograd::set_grad_enabled(false);
+}
+
+/// The worst scaled_error over the raw maps and decoded outputs of two forwards (raw maps plain).
+double output_error(const graph::ModelOutput& got, const graph::ModelOutput& want, const std::string& what) {
+  double err = 0;
+  EXPECT_EQ(got.raw.size(), want.raw.size()) << what;
+  for (size_t k = 0; k < std::min(got.raw.size(), want.raw.size()); ++k) {
+    EXPECT_EQ(got.raw[k].size(), want.raw[k].size()) << what;
+    for (size_t l = 0; l < std::min(got.raw[k].size(), want.raw[k].size()); ++l) {
+      EXPECT_FALSE(ops::is_blocked(got.raw[k][l])) << what;
+      err = std::max(err, scaled_error(got.raw[k][l], want.raw[k][l]));
+    }
+  }
+  EXPECT_EQ(got.decoded.size(), want.decoded.size()) << what;
+  for (size_t k = 0; k < std::min(got.decoded.size(), want.decoded.size()); ++k)
+    err = std::max(err, scaled_error(got.decoded[k], want.decoded[k]));
+  return err;
+}
+
+/// A built model whose activations carry the input to the head: a freshly initialised model's
+/// signal fades layer by layer (its outputs barely depend on the input, so a wrong layout would go
+/// unseen), so every BatchNorm2d takes the statistics of one train-mode batch (momentum 1) and
+/// normalises its channels; then fused, in eval mode.
+std::shared_ptr<graph::Model> lively_fused_model(const std::string& yaml, int64_t img) {
+  auto model = graph::Model::from_yaml(cfg(yaml));
+  engine::autograd::NoGradGuard ng;
+  for (auto& [name, m] : model->named_modules())
+    if (auto* bn = dynamic_cast<graph::BatchNorm2d*>(m)) bn->momentum = 1.0;
+  model->train();
+  model->forward(testutil::random_tensor({2, 3, img, img}, 13, 0, 1, DType::F32));
+  graph::fuse(*model);
+  model->eval();
+  return model;
+}
+
+// Whole fused models in the blocked layout against the plain forward with ops::concat: gelan-t (ELAN1, AConv,
+// RepNCSPELAN4, SPPELAN, DDetect), yolov9-t (its dual head concurrent on 2 threads), gelan-c
+// (ADown) and yolov9-c (CBLinear / CBFuse, converted to plain at their edges), at batch 1 (concat
+// in place in blocked buffers) and batch 2 (blocked concats), with direct convolutions and with
+// Winograd. The outputs depend on the input (checked: another input moves them by more than 1% of
+// their scale); the layouts agree to 1e-4 of it (measured: about 1e-5, the rounding of another
+// convolution implementation amplified through the layers).
+TEST(BlockedLayout, FusedModelsMatchThePlainForward) {
+  if (ops::channel_block(engine::Device::cpu()) == 0) GTEST_SKIP() << "no blocked layout on this CPU";
+  testutil::OmpThreads threads(2);
+  struct Case {
+    const char* yaml;
+    int64_t img;
+  };
+  for (const Case& c : {Case{"gelan-t.yaml", 128}, Case{"yolov9-t.yaml", 64}, Case{"gelan-c.yaml", 64},
+                        Case{"yolov9-c.yaml", 64}}) {
+    auto model = lively_fused_model(c.yaml, c.img);
+    for (auto& [name, p] : model->named_parameters()) p.set_requires_grad(false);
+    for (int64_t batch : {1, 2}) {
+      const std::string what = std::string(c.yaml) + " batch " + std::to_string(batch);
+      const Tensor x = testutil::random_tensor({batch, 3, c.img, c.img}, 11, 0, 1, DType::F32);
+      // The reference: plain NCHW with ops::concat (grad mode on, so neither the blocked layout nor
+      // the in-place concat runs; nothing requires grad, so the same fused kernels do).
+      graph::ModelOutput plain, other, nudged;
+      {
+        EXPECT_FALSE(model->blocked_forward(x)) << what;
+        const int64_t n0 = graph::blocked_forwards(), c0 = graph::in_place_concats();
+        plain = model->forward(x);
+        other = model->forward(testutil::random_tensor({batch, 3, c.img, c.img}, 12, 0, 1, DType::F32));
+        Tensor xn = x.clone();
+        {
+          engine::autograd::NoGradGuard ng;
+          xn.mul_(1.0 + 1.2e-7);  // about one ulp
+        }
+        nudged = model->forward(xn);
+        EXPECT_EQ(graph::blocked_forwards(), n0) << what;
+        EXPECT_EQ(graph::in_place_concats(), c0) << what;
+      }
+      engine::autograd::NoGradGuard ng;
+      // The plain forward's own noise floor: how far a one-ulp change of the input moves it (these
+      // calibrated models amplify rounding: up to 1e-2 of the scale). The blocked layout rounds
+      // differently at every convolution: within 3x that floor (1e-3 at least), while another
+      // input moves the outputs by 10x more than the tolerance.
+      const double noise = output_error(nudged, plain, what);
+      const double tol = std::max(1e-3, 3 * noise);
+      const double moved = output_error(other, plain, what);
+      EXPECT_GT(moved, 10 * tol) << what << ": the outputs hardly depend on the input";
+      for (bool winograd : {false, true}) {
+        BlockedSwitch on(true);
+        const bool prev = graph::cpu_winograd();
+        graph::set_cpu_winograd(winograd);
+        EXPECT_TRUE(model->blocked_forward(x)) << what;
+        const int64_t n0 = graph::blocked_forwards();
+        const graph::ModelOutput blocked = model->forward(x);
+        graph::set_cpu_winograd(prev);
+        EXPECT_EQ(graph::blocked_forwards(), n0 + 1) << what;
+        const double err = output_error(blocked, plain, what);
+        EXPECT_LT(err, tol) << what << " winograd " << winograd;
+        std::printf("  %s, winograd %d: blocked vs plain scaled error %.2e (one-ulp noise %.2e, another input %.2e)\n",
+                    what.c_str(), winograd, err, noise, moved);
+      }
+    }
+  }
+}
+
+// The blocked forward runs only where its conditions hold: not unfused, not in train mode, not
+// with grad mode on, not for F64, not observed.
+TEST(BlockedLayout, OnlyFusedCpuF32InferenceRunsBlocked) {
+  if (ops::channel_block(engine::Device::cpu()) == 0) GTEST_SKIP() << "no blocked layout on this CPU";
+  BlockedSwitch on(true);
+  auto model = graph::Model::from_yaml(cfg("gelan-t.yaml"));
+  model->eval();
+  const Tensor x = testutil::random_tensor({1, 3, 64, 64}, 12, 0, 1, DType::F32);
+  {
+    engine::autograd::NoGradGuard ng;
+    EXPECT_FALSE(model->blocked_forward(x));  // BatchNorm2d left
+  }
+  graph::fuse(*model);
+  EXPECT_FALSE(model->blocked_forward(x));  // grad mode on
+  engine::autograd::NoGradGuard ng;
+  EXPECT_TRUE(model->blocked_forward(x));
+  EXPECT_FALSE(model->blocked_forward(x.to(DType::F64)));
+  model->train();
+  EXPECT_FALSE(model->blocked_forward(x));
+  model->eval();
+  const int64_t n0 = graph::blocked_forwards();
+  int layers = 0;
+  model->forward(x, [&](int64_t, const graph::Block&, const std::vector<Tensor>& y) {
+    ++layers;
+    for (const Tensor& t : y) EXPECT_FALSE(ops::is_blocked(t));
+  });
+  EXPECT_GT(layers, 10);
+  EXPECT_EQ(graph::blocked_forwards(), n0);  // the observed forward is plain
+  model->forward(x);
+  EXPECT_EQ(graph::blocked_forwards(), n0 + 1);
+}
+
+}  // namespace
