@@ -2,7 +2,9 @@
 // block, pooling and nearest upsampling on [N, C / B, H, W, B] planes. The lanes of a block are
 // the innermost loop, so each window step is one vector operation over B channels.
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
+#include <string>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -20,9 +22,15 @@ using engine::DType;
 inline bool par_for(int64_t work) { return work > 32768; }
 
 /// 16 with AVX-512 (oneDNN's avx512_core), 8 with AVX2, 0 elsewhere (no blocked layout: oneDNN's
-/// blocked kernels are x86 ones). cpu_isa values are bit sets of the instruction groups.
+/// blocked kernels are x86 ones). cpu_isa values are bit sets of the instruction groups. The
+/// environment variable Y9_CPU_BLOCK (8, 16 or 0) overrides the choice (benchmarks of the other
+/// block; 16 without AVX-512 would run oneDNN's reference kernels).
 int64_t preferred_block(DeviceContext&) {
   static const int64_t block = [] {
+    if (const char* e = std::getenv("Y9_CPU_BLOCK")) {
+      const std::string v(e);
+      if (v == "0" || v == "8" || v == "16") return static_cast<int64_t>(std::stoi(v));
+    }
     const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
     const auto has = [isa](dnnl::cpu_isa want) {
       const auto w = static_cast<unsigned>(want);
