@@ -120,7 +120,7 @@ Tensor cat_channels(const std::vector<Tensor>& xs) {
   return ops::concat(plain, 1);
 }
 
-/// `a` and `b` in one layout (b's when they differ and a is plain... plain when they differ).
+/// `a` and `b` in one layout: as they are when their layouts agree, else both plain.
 std::pair<Tensor, Tensor> same_layout(const Tensor& a, const Tensor& b) {
   if (block_of(a) == block_of(b)) return {a, b};
   return {as_plain(a), as_plain(b)};
