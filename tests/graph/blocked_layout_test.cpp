@@ -16,6 +16,7 @@
 #include "graph/fuse.h"
 #include "graph/model.h"
 #include "ops/ops.h"
+#include "tests/graph/graph_ref_util.h"
 #include "tests/testutil.h"
 
 namespace {
@@ -167,22 +168,6 @@ double output_error(const graph::ModelOutput& got, const graph::ModelOutput& wan
   return err;
 }
 
-/// A built model whose activations carry the input to the head: a freshly initialised model's
-/// signal fades layer by layer (its outputs barely depend on the input, so a wrong layout would go
-/// unseen), so every BatchNorm2d takes the statistics of one train-mode batch (momentum 1) and
-/// normalises its channels; then fused, in eval mode.
-std::shared_ptr<graph::Model> lively_fused_model(const std::string& yaml, int64_t img) {
-  auto model = graph::Model::from_yaml(cfg(yaml));
-  engine::autograd::NoGradGuard ng;
-  for (auto& [name, m] : model->named_modules())
-    if (auto* bn = dynamic_cast<graph::BatchNorm2d*>(m)) bn->momentum = 1.0;
-  model->train();
-  model->forward(testutil::random_tensor({2, 3, img, img}, 13, 0, 1, DType::F32));
-  graph::fuse(*model);
-  model->eval();
-  return model;
-}
-
 // Whole fused models in the blocked layout against the plain forward with ops::concat: gelan-t (ELAN1, AConv,
 // RepNCSPELAN4, SPPELAN, DDetect), yolov9-t (its dual head concurrent on 2 threads), gelan-c
 // (ADown) and yolov9-c (CBLinear / CBFuse, converted to plain at their edges), at batch 1 (concat
@@ -199,7 +184,7 @@ TEST(BlockedLayout, FusedModelsMatchThePlainForward) {
   };
   for (const Case& c : {Case{"gelan-t.yaml", 128}, Case{"yolov9-t.yaml", 64}, Case{"gelan-c.yaml", 64},
                         Case{"yolov9-c.yaml", 64}}) {
-    auto model = lively_fused_model(c.yaml, c.img);
+    auto model = graphtest::lively_model(cfg(c.yaml), c.img, /*fused=*/true);
     for (auto& [name, p] : model->named_parameters()) p.set_requires_grad(false);
     for (int64_t batch : {1, 2}) {
       const std::string what = std::string(c.yaml) + " batch " + std::to_string(batch);

@@ -3,7 +3,7 @@
 // channel slice of one buffer (graph::UnaryBlock::forward_into, ops::conv2d_silu_into,
 // ops::conv2d_into) instead of copying the pieces with ops::concat. The results must be the bits
 // of the concat path, which the same model takes with grad mode on (its parameters not requiring
-// grad, so the same fused kernels run).
+// grad, so the same fused kernels run), in the plain NCHW layout.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +13,7 @@
 #include "graph/fuse.h"
 #include "graph/model.h"
 #include "ops/ops.h"
+#include "tests/graph/graph_ref_util.h"
 #include "tests/testutil.h"
 
 namespace {
@@ -109,6 +110,9 @@ void expect_same_output(const graph::ModelOutput& a, const graph::ModelOutput& b
 // really fills buffers in place.
 TEST(ConcatInPlace, ModelPassesMatchTheConcatPathBitForBit) {
   testutil::OmpThreads threads(2);
+  // The plain NCHW path: the blocked layout (tests/graph/blocked_layout_test.cpp) rounds otherwise.
+  const bool blocked = graph::blocked_inference();
+  graph::set_blocked_inference(false);
   struct Case {
     const char* yaml;
     bool fused;
@@ -117,14 +121,15 @@ TEST(ConcatInPlace, ModelPassesMatchTheConcatPathBitForBit) {
   for (const Case& c : {Case{"gelan-t.yaml", true, 128}, Case{"gelan-t.yaml", false, 64},
                         Case{"yolov9-t.yaml", true, 128}, Case{"gelan-c.yaml", true, 64}}) {
     const std::string what = std::string(c.yaml) + (c.fused ? " fused" : " unfused");
-    auto model = graph::Model::from_yaml(cfg(c.yaml));
-    if (c.fused) graph::fuse(*model);
-    model->eval();
+    auto model = graphtest::lively_model(cfg(c.yaml), c.img, c.fused);
     for (auto& [name, p] : model->named_parameters()) p.set_requires_grad(false);
     const Tensor x = testutil::random_tensor({1, 3, c.img, c.img}, 9, 0, 1, DType::F32);
     const int64_t n0 = graph::in_place_concats();
     const graph::ModelOutput concat = model->forward(x);  // grad mode on: ops::concat
     EXPECT_EQ(graph::in_place_concats(), n0) << what;
+    // The outputs depend on the input (a wrong slice would show).
+    const graph::ModelOutput other = model->forward(testutil::random_tensor({1, 3, c.img, c.img}, 8, 0, 1, DType::F32));
+    EXPECT_GT(graphtest::scaled_error(other.decoded[0], concat.decoded[0]), 1e-2) << what;
     engine::autograd::NoGradGuard ng;
     const graph::ModelOutput in_place = model->forward(x);
     EXPECT_GE(graph::in_place_concats() - n0, 8) << what;
@@ -134,6 +139,7 @@ TEST(ConcatInPlace, ModelPassesMatchTheConcatPathBitForBit) {
     model->forward(testutil::random_tensor({2, 3, c.img, c.img}, 10, 0, 1, DType::F32));
     EXPECT_EQ(graph::in_place_concats(), n1) << what;
   }
+  graph::set_blocked_inference(blocked);
 }
 
 }  // namespace

@@ -14,7 +14,9 @@
 #include <filesystem>
 #include <memory>
 
+#include "engine/autograd.h"
 #include "engine/tensor.h"
+#include "graph/fuse.h"
 #include "graph/model.h"
 #include "graph/state.h"
 #include "io/safetensors.h"
@@ -92,6 +94,27 @@ inline ModelFixture load_model_fixture(const std::string& ref, const nlohmann::j
     for (const auto& [from, to] : j.at("weights_key_map").items()) f.load.rename.emplace_back(from, to.get<std::string>());
   graph::load_state_dict(*f.model, f.weights, f.load);
   return f;
+}
+
+/// A model built from `yaml` (a path) whose activations carry its input to the head, in eval mode,
+/// fused when `fused`. A freshly initialised model's signal fades layer by layer (another input
+/// moves gelan-t's raw maps by about 2e-7), so a wrong channel order or slice would go unseen;
+/// here every BatchNorm2d first takes the statistics of one train-mode batch of 2 random images
+/// of img x img (momentum 1, then back to its own), so it normalises its channels and the outputs
+/// move by O(1) with the input.
+inline std::shared_ptr<graph::Model> lively_model(const std::string& yaml, int64_t img, bool fused) {
+  auto model = graph::Model::from_yaml(yaml);
+  engine::autograd::NoGradGuard ng;
+  std::vector<std::pair<graph::BatchNorm2d*, double>> bns;
+  for (auto& [name, m] : model->named_modules())
+    if (auto* bn = dynamic_cast<graph::BatchNorm2d*>(m)) bns.emplace_back(bn, bn->momentum);
+  for (auto& [bn, momentum] : bns) bn->momentum = 1.0;
+  model->train();
+  model->forward(testutil::random_tensor({2, 3, img, img}, 13, 0, 1, engine::DType::F32));
+  for (auto& [bn, momentum] : bns) bn->momentum = momentum;
+  if (fused) graph::fuse(*model);
+  model->eval();
+  return model;
 }
 
 }  // namespace graphtest
