@@ -337,7 +337,10 @@ void finish(const memory& produced, const memory& user, const CachedReorder& r, 
 /// size of a layer (with the threshold there, the demo's final mAP50-95 moved from 0.294 to 0.179).
 /// Both the primitive's creation (oneDNN sizes its work split then) and its execution use this count.
 /// Inside an active OpenMP parallel region (several convolutions run concurrently, one per thread)
-/// every direction runs on 1 thread: the nested region would get one thread anyway.
+/// every direction runs on 1 thread: the nested region would get one thread anyway. Winograd
+/// (direction 4, at least kWinogradMinMacs) uses every thread: giving the ones under kSerialMacs a
+/// single thread did not move gelan-t's batch-1 detect (4.64 vs 4.59 ms, medians of 8 interleaved
+/// runs, 2 threads).
 constexpr int64_t kSerialMacs = int64_t(4) << 20;
 int conv_threads(int direction, const Conv2dShape& s) {
   if (omp_in_parallel()) return 1;
