@@ -159,35 +159,32 @@ Tensor concat_buffer(const Tensor& x, const std::vector<Dims>& parts, int64_t bl
 
 int64_t in_place_concats() { return g_in_place_concats.load(); }
 
-void set_blocked_inference(bool on) { g_blocked_on = on ? 1 : 0; }
+namespace {
 
-bool blocked_inference() {
-  int v = g_blocked_on.load();
+/// A process-wide switch: `state` once set (1 on, 0 off), else on unless the environment sets `var`
+/// to 0 (read on first use).
+bool env_switch(std::atomic<int>& state, const char* var) {
+  int v = state.load();
   if (v < 0) {
-    const char* e = std::getenv("Y9_CPU_BLOCKED");
-    v = e && std::strcmp(e, "0") == 0 ? 0 : 1;
+    const char* e = std::getenv(var);
     int expected = -1;
-    g_blocked_on.compare_exchange_strong(expected, v);
-    v = g_blocked_on.load();
+    state.compare_exchange_strong(expected, e && std::strcmp(e, "0") == 0 ? 0 : 1);
+    v = state.load();
   }
   return v == 1;
 }
+
+}  // namespace
+
+void set_blocked_inference(bool on) { g_blocked_on = on ? 1 : 0; }
+
+bool blocked_inference() { return env_switch(g_blocked_on, "Y9_CPU_BLOCKED"); }
 
 int64_t blocked_forwards() { return g_blocked_forwards.load(); }
 
 void set_cpu_winograd(bool on) { g_winograd_on = on ? 1 : 0; }
 
-bool cpu_winograd() {
-  int v = g_winograd_on.load();
-  if (v < 0) {
-    const char* e = std::getenv("Y9_CPU_WINOGRAD");
-    v = e && std::strcmp(e, "0") == 0 ? 0 : 1;
-    int expected = -1;
-    g_winograd_on.compare_exchange_strong(expected, v);
-    v = g_winograd_on.load();
-  }
-  return v == 1;
-}
+bool cpu_winograd() { return env_switch(g_winograd_on, "Y9_CPU_WINOGRAD"); }
 
 // --- leaves and blocks ------------------------------------------------------------------------------
 

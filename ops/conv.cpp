@@ -86,6 +86,25 @@ struct IntoArgs {
   kernels::Conv2dShape s;
 };
 
+/// Checks the output `out` of a convolution writing into it (`op`): defined by the caller, of shape
+/// `want` and x's dtype and device, contiguous, and not overlapping a contiguous operand's bytes
+/// (the kernels read the operands while writing out; a non-contiguous operand is copied first).
+/// Throws ShapeError naming op, out and the operand.
+void check_output(const char* op, const Tensor& out, const Shape& want, const Tensor& x, const Tensor& w,
+                  const Tensor& bias) {
+  Y9_CHECK_SHAPE(out.shape() == want && out.dtype() == x.dtype() && out.device() == x.device(), op, ": output ",
+                 out.str(), " must be ", engine::shape_str(want), " in x's dtype and device (x ", x.str(), ")");
+  Y9_CHECK_SHAPE(out.is_contiguous(), op, ": output ", out.str(), " must be contiguous");
+  for (const Tensor* t : {&x, &w, &bias}) {
+    if (!t->defined() || !t->is_contiguous() || t->storage() != out.storage()) continue;
+    const auto* a = static_cast<const char*>(t->data_ptr());
+    const auto* o = static_cast<const char*>(out.data_ptr());
+    const size_t na = static_cast<size_t>(t->numel()) * engine::dtype_size(t->dtype()),
+                 no = static_cast<size_t>(out.numel()) * engine::dtype_size(out.dtype());
+    Y9_CHECK_SHAPE(a + na <= o || o + no <= a, op, ": output ", out.str(), " overlaps an operand ", t->str());
+  }
+}
+
 /// Checks the operands as conv2d does, and `out` against their geometry: defined, contiguous,
 /// [n, c_out, h_out, w_out], x's dtype and device, no gradient needed. Throws ShapeError / Error.
 IntoArgs checked_into(const char* op, const Tensor& out, const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in,
@@ -97,20 +116,7 @@ IntoArgs checked_into(const char* op, const Tensor& out, const Tensor& x_in, con
   const kernels::Conv2dShape& s = a.s;
   const Tensor &x = a.x, &w = a.w, &bias = a.bias;
   Y9_CHECK_SHAPE(out.defined(), op, ": undefined output");
-  const Shape want{s.n, s.c_out, s.h_out, s.w_out};
-  Y9_CHECK_SHAPE(out.shape() == want && out.dtype() == x.dtype() && out.device() == x.device(), op, ": output ",
-                 out.str(), " must be ", engine::shape_str(want), " in x's dtype and device (x ", x.str(), ")");
-  Y9_CHECK_SHAPE(out.is_contiguous(), op, ": output ", out.str(), " must be contiguous");
-  // The kernels read the operands while writing out: out must not overlap them (a non-contiguous
-  // operand is copied first, so only contiguous ones can).
-  for (const Tensor* t : {&x, &w, &bias}) {
-    if (!t->defined() || !t->is_contiguous() || t->storage() != out.storage()) continue;
-    const auto* a = static_cast<const char*>(t->data_ptr());
-    const auto* o = static_cast<const char*>(out.data_ptr());
-    const size_t na = static_cast<size_t>(t->numel()) * engine::dtype_size(t->dtype()),
-                 no = static_cast<size_t>(out.numel()) * engine::dtype_size(out.dtype());
-    Y9_CHECK_SHAPE(a + na <= o || o + no <= a, op, ": output ", out.str(), " overlaps an operand ", t->str());
-  }
+  check_output(op, out, Shape{s.n, s.c_out, s.h_out, s.w_out}, x, w, bias);
   Y9_CHECK(!engine::autograd::needs_grad({x, w, bias}) && !out.requires_grad(), op,
            ": writes without autograd; call it with no gradient needed (engine::autograd::NoGradGuard)");
   return a;
@@ -255,20 +261,8 @@ void conv2d_blocked_into(const Tensor& out, const Tensor& x, const Tensor& w, co
   const int64_t out_block = is_blocked(out) ? out.size(4) : 0;
   const IntoArgs a =
       blocked_args("conv2d_blocked_into", x, w, bias, stride, padding, dilation, groups, out_block, winograd);
-  const Shape want = out_shape(a.s);
-  Y9_CHECK_SHAPE(out.shape() == want && out.dtype() == x.dtype() && out.device() == x.device(),
-                 "conv2d_blocked_into: output ", out.str(), " must be ", engine::shape_str(want), " (x ", x.str(), ")");
-  Y9_CHECK_SHAPE(out.is_contiguous(), "conv2d_blocked_into: output ", out.str(), " must be contiguous");
+  check_output("conv2d_blocked_into", out, out_shape(a.s), x, w, bias);
   Y9_CHECK(!out.requires_grad(), "conv2d_blocked_into: the output requires grad");
-  for (const Tensor* t : {&x, &w, &bias}) {
-    if (!t->defined() || !t->is_contiguous() || t->storage() != out.storage()) continue;
-    const auto* p = static_cast<const char*>(t->data_ptr());
-    const auto* o = static_cast<const char*>(out.data_ptr());
-    const size_t np = static_cast<size_t>(t->numel()) * engine::dtype_size(t->dtype()),
-                 no = static_cast<size_t>(out.numel()) * engine::dtype_size(out.dtype());
-    Y9_CHECK_SHAPE(p + np <= o || o + no <= p, "conv2d_blocked_into: output ", out.str(), " overlaps an operand ",
-                   t->str());
-  }
   run_blocked(a, silu, out);
 }
 

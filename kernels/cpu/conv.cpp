@@ -385,9 +385,8 @@ struct OneDnnState {
   const uint64_t id = next_id();  // keys thread_exec (an address could be reused by a later state)
   std::mutex mu;
   // Key: direction (0 fwd, 1 bwd data, 2 bwd weights, 3 fwd + SiLU, 4 Winograd fwd + SiLU) + 8 x the
-  // thread count the
-  // primitive was created for (conv_threads), bias, then the geometry and the operands' layouts
-  // (src_block + 32 x dst_block + 1024 x winograd).
+  // thread count the primitive was created for (conv_threads), bias, then the geometry and the
+  // operands' layouts (src_block + 32 x dst_block + 1024 x winograd).
   using Key = std::tuple<int, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
                          int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
   template <typename Pd>
