@@ -30,6 +30,23 @@ std::string raw_key(const std::string& base, const graph::Model& m, size_t b, si
 // Forward outputs: 1e-4 relative plus 1e-6 of the tensor's scale (values near zero).
 constexpr double kRtol = 1e-4, kAtolScale = 1e-6;
 
+/// An eval forward's raw maps and decoded outputs against the fixture's eval.raw.* / eval.decoded*,
+/// at the tolerances above, printing each scaled error after `label`.
+void expect_eval_outputs(const graph::ModelOutput& out, const graph::Model& m,
+                         const std::map<std::string, Tensor>& fx, const std::string& label) {
+  ASSERT_EQ(out.decoded.size(), out.raw.size());
+  for (size_t b = 0; b < out.raw.size(); ++b) {
+    for (size_t l = 0; l < out.raw[b].size(); ++l) {
+      const std::string k = raw_key("eval.raw", m, b, l);
+      EXPECT_TRUE(graphtest::close(out.raw[b][l], fx.at(k), kRtol, kAtolScale)) << k;
+      std::printf("  %s %s scaled err %.2e\n", label.c_str(), k.c_str(), graphtest::scaled_error(out.raw[b][l], fx.at(k)));
+    }
+    const std::string dk = out.decoded.size() == 1 ? "eval.decoded" : "eval.decoded." + std::to_string(b);
+    EXPECT_TRUE(graphtest::close(out.decoded[b], fx.at(dk), kRtol, kAtolScale)) << dk;
+    std::printf("  %s %s scaled err %.2e\n", label.c_str(), dk.c_str(), graphtest::scaled_error(out.decoded[b], fx.at(dk)));
+  }
+}
+
 }  // namespace
 
 TEST(ModelRef, ForwardMatchesOfficial) {
@@ -54,18 +71,7 @@ TEST(ModelRef, ForwardMatchesOfficial) {
     m->eval();
     {
       engine::autograd::NoGradGuard no_grad;
-      auto out = m->forward(input);
-      ASSERT_EQ(out.decoded.size(), out.raw.size());
-      for (size_t b = 0; b < out.raw.size(); ++b) {
-        for (size_t l = 0; l < out.raw[b].size(); ++l) {
-          const std::string k = raw_key("eval.raw", *m, b, l);
-          EXPECT_TRUE(graphtest::close(out.raw[b][l], fx.at(k), kRtol, kAtolScale)) << k;
-          std::printf("  %s %s scaled err %.2e\n", jf.c_str(), k.c_str(), graphtest::scaled_error(out.raw[b][l], fx.at(k)));
-        }
-        const std::string dk = out.decoded.size() == 1 ? "eval.decoded" : "eval.decoded." + std::to_string(b);
-        EXPECT_TRUE(graphtest::close(out.decoded[b], fx.at(dk), kRtol, kAtolScale)) << dk;
-        std::printf("  %s %s scaled err %.2e\n", jf.c_str(), dk.c_str(), graphtest::scaled_error(out.decoded[b], fx.at(dk)));
-      }
+      expect_eval_outputs(m->forward(input), *m, fx, jf);
       for (const auto& [name, t] : m->named_buffers())  // eval must not move the buffers
         EXPECT_TRUE(graphtest::close(t, wt.at(graph::source_name(name, lo)), 0, 0)) << name;
     }
@@ -135,6 +141,7 @@ TEST(ModelRef, FusedBlockedForwardMatchesOfficial) {
   if (ops::channel_block(engine::Device::cpu()) == 0) GTEST_SKIP() << "no blocked layout on this CPU";
   const auto files = testutil::glob_files(ref, "model_*.json");
   ASSERT_FALSE(files.empty());
+  const bool blocked = graph::blocked_inference();
   graph::set_blocked_inference(true);
   for (const auto& jf : files) {
     SCOPED_TRACE(jf);
@@ -148,17 +155,8 @@ TEST(ModelRef, FusedBlockedForwardMatchesOfficial) {
     const Tensor input = fx.at("input");
     ASSERT_TRUE(m->blocked_forward(input));
     const int64_t n0 = graph::blocked_forwards();
-    const auto out = m->forward(input);
+    expect_eval_outputs(m->forward(input), *m, fx, jf + " fused, blocked:");
     EXPECT_EQ(graph::blocked_forwards(), n0 + 1);
-    for (size_t b = 0; b < out.raw.size(); ++b) {
-      for (size_t l = 0; l < out.raw[b].size(); ++l) {
-        const std::string k = raw_key("eval.raw", *m, b, l);
-        EXPECT_TRUE(graphtest::close(out.raw[b][l], fx.at(k), kRtol, kAtolScale)) << k;
-      }
-      const std::string dk = out.decoded.size() == 1 ? "eval.decoded" : "eval.decoded." + std::to_string(b);
-      EXPECT_TRUE(graphtest::close(out.decoded[b], fx.at(dk), kRtol, kAtolScale)) << dk;
-      std::printf("  %s fused, blocked: %s scaled err %.2e\n", jf.c_str(), dk.c_str(),
-                  graphtest::scaled_error(out.decoded[b], fx.at(dk)));
-    }
   }
+  graph::set_blocked_inference(blocked);
 }
