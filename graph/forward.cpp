@@ -210,15 +210,26 @@ void Conv2d::forward_silu_into(const Tensor& x, const Tensor& out) const {
   ops::conv2d_silu_into(out, x, weight, bias, {s, s}, {p, p}, {d, d}, g);
 }
 
+namespace {
+
+/// num_batches_tracked += 1 on the device (the CPU add_ kernel is float-only: count in F64, exact
+/// below 2^53, and convert back).
+void count_batch(const Tensor& num_batches_tracked) {
+  Tensor count = num_batches_tracked.to(engine::DType::F64);
+  count.add_(Tensor::ones({}, engine::DType::F64, count.device()));
+  Tensor(num_batches_tracked).copy_(count);
+}
+
+}  // namespace
+
 Tensor BatchNorm2d::forward(const Tensor& x) const {
-  if (training()) {
-    // num_batches_tracked += 1 on the device (the CPU add_ kernel is float-only: count in F64,
-    // exact below 2^53, and convert back).
-    Tensor count = num_batches_tracked.to(engine::DType::F64);
-    count.add_(Tensor::ones({}, engine::DType::F64, count.device()));
-    Tensor(num_batches_tracked).copy_(count);
-  }
+  if (training()) count_batch(num_batches_tracked);
   return ops::batch_norm(x, weight, bias, running_mean, running_var, training(), momentum, eps, sync);
+}
+
+Tensor BatchNorm2d::forward_silu(const Tensor& x) const {
+  if (training()) count_batch(num_batches_tracked);
+  return ops::batch_norm_silu(x, weight, bias, running_mean, running_var, training(), momentum, eps, sync);
 }
 
 Tensor Sequential::forward(const Tensor& x) const {
@@ -244,6 +255,7 @@ Tensor Conv2d::forward_silu(const Tensor& x) const {
 Tensor Conv::forward(const Tensor& x) const {
   if (!bn && act == Act::SiLU) return conv->forward_silu(x);  // fused: one kernel when inferring
   // BatchNorm2d takes plain NCHW only (a blocked forward has none; this keeps any other use right).
+  if (bn && act == Act::SiLU) return bn->forward_silu(as_plain(conv->forward(x)));  // fused BN + SiLU
   return apply_act(bn ? bn->forward(as_plain(conv->forward(x))) : conv->forward(x), act);
 }
 

@@ -109,6 +109,9 @@ class BatchNorm2d : public Module {
   std::string type_name() const override { return "BatchNorm2d"; }
   /// Training mode: batch statistics, updates running stats and num_batches_tracked in place.
   Tensor forward(const Tensor& x) const;
+  /// silu(forward(x)) through ops::batch_norm_silu (fused where the backend has it: the same bits,
+  /// without keeping the normalised x for the backward).
+  Tensor forward_silu(const Tensor& x) const;
   int64_t c;
   double eps = 1e-3, momentum = 0.03;
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;

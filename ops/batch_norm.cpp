@@ -1,7 +1,7 @@
-// batch_norm (BatchNorm2d): argument checks, dispatch through the backend of x's device
-// (kernels/common/batch_norm.h: statistics, running-stat update and normalisation in one entry),
-// and the autograd node for x, weight and bias. The running stats are updated in place, outside
-// autograd.
+// batch_norm (BatchNorm2d) and batch_norm_silu (BatchNorm2d then SiLU, fused): argument checks,
+// dispatch through the backend of x's device (kernels/common/batch_norm.h: statistics, running-stat
+// update and normalisation in one entry), and the autograd node for x, weight and bias. The running
+// stats are updated in place, outside autograd.
 #include "engine/autograd.h"
 #include "kernels/common/batch_norm.h"
 #include "ops/dispatch.h"
@@ -25,9 +25,13 @@ void* ptr_or_null(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr
 
 }  // namespace
 
-Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
-                  const Tensor& running_var, bool training, double momentum, double eps,
-                  const kernels::BatchNormSync* sync) {
+namespace {
+
+/// batch_norm, or with `silu` the fused batch_norm_silu (the caller checked that the backend has
+/// its entries and that `sync` is null and x is not F16/BF16 with F32 parameters).
+Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                       const Tensor& running_var, bool training, double momentum, double eps,
+                       const kernels::BatchNormSync* sync, bool silu) {
   Y9_CHECK_SHAPE(x.defined() && x.dim() >= 2, "batch_norm: x must be [N,C,...] (NCHW), got ",
                  x.defined() ? x.str() : "undefined");
   engine::check_same_device({x, weight, bias, running_mean, running_var}, "batch_norm");
@@ -52,7 +56,6 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
   Y9_CHECK_SHAPE(training || running_mean.defined(), "batch_norm: eval mode needs running_mean and running_var");
   Y9_CHECK_SHAPE(!training || n * hw > 1, "batch_norm: training needs more than one value per channel, got x ",
                  x.str());
-  auto k = engine::kernel(kernels::kBatchNormForward, x.dtype(), x.device());
 
   Tensor xc = engine::contiguous_nograd(x);
   Tensor wc = weight.defined() ? engine::contiguous_nograd(weight) : Tensor();
@@ -69,8 +72,16 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
   Tensor invstd = Tensor::empty({c}, x.dtype(), x.device());
   Tensor y = Tensor::empty(xc.shape(), x.dtype(), x.device());
   const kernels::BatchNormShape shape{n, c, hw};
-  k.fn(k.ctx, x.dtype(), shape, xc.data_ptr(), ptr_or_null(wc), ptr_or_null(bc), ptr_or_null(rm), ptr_or_null(rv),
-       training, momentum, eps, y.data_ptr(), mean.data_ptr(), invstd.data_ptr(), training ? sync : nullptr);
+  if (silu) {
+    auto k = engine::kernel(kernels::kBatchNormSiluForward, x.dtype(), x.device());
+    k.fn(k.ctx, x.dtype(), shape, xc.data_ptr(), ptr_or_null(wc), ptr_or_null(bc), ptr_or_null(rm),
+         ptr_or_null(rv), training, momentum, eps, y.data_ptr(), mean.data_ptr(), invstd.data_ptr());
+  } else {
+    auto k = engine::kernel(kernels::kBatchNormForward, x.dtype(), x.device());
+    k.fn(k.ctx, x.dtype(), shape, xc.data_ptr(), ptr_or_null(wc), ptr_or_null(bc), ptr_or_null(rm),
+         ptr_or_null(rv), training, momentum, eps, y.data_ptr(), mean.data_ptr(), invstd.data_ptr(),
+         training ? sync : nullptr);
+  }
   if (training && rm.defined()) {
     engine::autograd::NoGradGuard ng;
     if (rm.data_ptr() != running_mean.data_ptr()) running_mean.detach().copy_(rm);
@@ -81,22 +92,56 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
     const bool need_x = x.requires_grad(), need_w = weight.defined() && weight.requires_grad(),
                need_b = bias.defined() && bias.requires_grad();
     engine::autograd::record_fn(
-        "BatchNormBackward", {x, weight, bias}, {y},
-        [xc, wc, mean, invstd, training, need_x, need_w, need_b, shape, sync](const std::vector<Tensor>& g) {
+        silu ? "BatchNormSiluBackward" : "BatchNormBackward", {x, weight, bias}, {y},
+        [xc, wc, bc, mean, invstd, training, need_x, need_w, need_b, shape, sync,
+         silu](const std::vector<Tensor>& g) {
           if (!g[0].defined()) return std::vector<Tensor>{Tensor(), Tensor(), Tensor()};
           const DType dt = xc.dtype();
           Tensor dy = engine::contiguous_nograd(g[0].to(dt));
           Tensor dx = need_x ? Tensor::empty(xc.shape(), dt, xc.device()) : Tensor();
           Tensor dw = need_w ? Tensor::empty({shape.c}, dt, xc.device()) : Tensor();
           Tensor db = need_b ? Tensor::empty({shape.c}, dt, xc.device()) : Tensor();
-          auto kb = engine::kernel(kernels::kBatchNormBackward, dt, xc.device());
-          kb.fn(kb.ctx, dt, shape, xc.data_ptr(), dy.data_ptr(), mean.data_ptr(), invstd.data_ptr(), ptr_or_null(wc),
-                training, need_x ? dx.data_ptr() : nullptr, need_w ? dw.data_ptr() : nullptr,
-                need_b ? db.data_ptr() : nullptr, training ? sync : nullptr);
+          if (silu) {
+            auto kb = engine::kernel(kernels::kBatchNormSiluBackward, dt, xc.device());
+            kb.fn(kb.ctx, dt, shape, xc.data_ptr(), dy.data_ptr(), mean.data_ptr(), invstd.data_ptr(),
+                  ptr_or_null(wc), ptr_or_null(bc), training, need_x ? dx.data_ptr() : nullptr,
+                  need_w ? dw.data_ptr() : nullptr, need_b ? db.data_ptr() : nullptr);
+          } else {
+            auto kb = engine::kernel(kernels::kBatchNormBackward, dt, xc.device());
+            kb.fn(kb.ctx, dt, shape, xc.data_ptr(), dy.data_ptr(), mean.data_ptr(), invstd.data_ptr(),
+                  ptr_or_null(wc), training, need_x ? dx.data_ptr() : nullptr, need_w ? dw.data_ptr() : nullptr,
+                  need_b ? db.data_ptr() : nullptr, training ? sync : nullptr);
+          }
           return std::vector<Tensor>{dx, dw, db};
         });
   }
   return y;
+}
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                  const Tensor& running_var, bool training, double momentum, double eps,
+                  const kernels::BatchNormSync* sync) {
+  return batch_norm_impl(x, weight, bias, running_mean, running_var, training, momentum, eps, sync, false);
+}
+
+Tensor batch_norm_silu(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                       const Tensor& running_var, bool training, double momentum, double eps,
+                       const kernels::BatchNormSync* sync) {
+  // Fused from kBatchNormSiluMinHw elements per (sample, channel) run: below it the per-run calls of
+  // the fused entries cost more than the passes they save (ops_bench BM_BatchNormSiluTrain, 16 x 128
+  // channels: 4 x 4 maps 0.6-0.7x, 8 x 8 1.04x, 16 x 16 and larger 1.1-1.3x).
+  constexpr int64_t kBatchNormSiluMinHw = 64;
+  const engine::Backend* be = x.defined() ? &engine::backend(x.device().type) : nullptr;
+  const Tensor& p0 = weight.defined() ? weight : running_mean;
+  const bool large = x.defined() && x.dim() >= 2 && x.size(0) * x.size(1) > 0 &&
+                     x.numel() / (x.size(0) * x.size(1)) >= kBatchNormSiluMinHw;
+  const bool fused = be && large && (training ? sync == nullptr : true) && (!p0.defined() || p0.dtype() == x.dtype()) &&
+                     be->supports(kernels::kBatchNormSiluForward, x.dtype()) &&
+                     be->supports(kernels::kBatchNormSiluBackward, x.dtype());
+  if (!fused) return silu(batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps, sync));
+  return batch_norm_impl(x, weight, bias, running_mean, running_var, training, momentum, eps, nullptr, true);
 }
 
 }  // namespace ops

@@ -1,12 +1,15 @@
 // CPU BatchNorm2d entries (kernels/common/batch_norm.h) over contiguous NCHW buffers, threaded over
 // channels; each channel's reductions run in a fixed order in double, so results are bitwise
-// reproducible for any thread count.
+// reproducible for any thread count. Also BatchNorm2d + SiLU fused (the Conv block's training form).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "kernels/common/batch_norm.h"
+#include "kernels/common/elementwise.h"
 #include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/silu_rows.h"
 
 namespace kernels::cpu {
 
@@ -14,48 +17,130 @@ namespace {
 
 // Per-channel pieces shared by the local and the synchronised paths (one order of operations, so
 // that both give bitwise the same result on one rank). Channel `ch` of NCHW `x` is n runs of hw.
+//
+// The sums run in double over kLanes independent accumulators: element i of each run goes to lane
+// i % kLanes, and the lanes are added in a fixed tree at the end (lane_total). A single running sum
+// is one dependent add per element (about 4 cycles each: 10% of a gelan-t training step went to
+// these loops); the lanes vectorise and the order is still fixed, so results stay bitwise the same
+// for any thread count (each channel is one thread's).
+constexpr int64_t kLanes = 8;
 
-// Sum of channel ch, in double, in (b, i) order.
+/// The sum of the lanes in a fixed order: ((0+1)+(2+3))+((4+5)+(6+7)).
+inline double lane_total(const double* a) {
+  return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
+
+// The sums below are compiled twice: for the baseline x86-64 (SSE2: two doubles a vector) and,
+// picked at run time, for AVX2 (four). Same operations in the same order, and no FMA (target
+// "avx2" only, so nothing contracts): the results are bitwise those of the baseline.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define Y9_BN_AVX2 __attribute__((target("avx2")))
+inline bool bn_avx2() {
+  static const bool ok = __builtin_cpu_supports("avx2");
+  return ok;
+}
+#else
+#define Y9_BN_AVX2
+inline bool bn_avx2() { return false; }
+#endif
+
+// One run (len consecutive elements of a channel, starting at a multiple of kLanes within its row)
+// added into the lanes: element i goes to lane i % kLanes.
+template <typename T>
+[[gnu::always_inline]] inline void sum_run_impl(const T* p, int64_t len, double* acc) {
+  int64_t i = 0;
+  for (; i + kLanes <= len; i += kLanes)
+    for (int64_t j = 0; j < kLanes; ++j) acc[j] += static_cast<double>(p[i + j]);
+  for (; i < len; ++i) acc[i % kLanes] += static_cast<double>(p[i]);
+}
+
+template <typename T>
+[[gnu::always_inline]] inline void sq_dev_run_impl(const T* p, int64_t len, double mu, double* acc) {
+  int64_t i = 0;
+  for (; i + kLanes <= len; i += kLanes)
+    for (int64_t j = 0; j < kLanes; ++j) {
+      const double d = static_cast<double>(p[i + j]) - mu;
+      acc[j] += d * d;
+    }
+  for (; i < len; ++i) {
+    const double d = static_cast<double>(p[i]) - mu;
+    acc[i % kLanes] += d * d;
+  }
+}
+
+// sum dy into a0, sum dy * (x - mu) * is into a1.
+template <typename T>
+[[gnu::always_inline]] inline void dy_sums_run_impl(const T* px, const T* pd, int64_t len, double mu, double is,
+                                                    double* a0, double* a1) {
+  int64_t i = 0;
+  for (; i + kLanes <= len; i += kLanes)
+    for (int64_t j = 0; j < kLanes; ++j) {
+      const double d = static_cast<double>(pd[i + j]);
+      a0[j] += d;
+      a1[j] += d * (static_cast<double>(px[i + j]) - mu) * is;
+    }
+  for (; i < len; ++i) {
+    const double d = static_cast<double>(pd[i]);
+    a0[i % kLanes] += d;
+    a1[i % kLanes] += d * (static_cast<double>(px[i]) - mu) * is;
+  }
+}
+
+// The run functions, each compiled for the baseline and for AVX2 and picked at run time.
+template <typename T>
+void sum_run_base(const T* p, int64_t len, double* acc) { sum_run_impl(p, len, acc); }
+template <typename T>
+Y9_BN_AVX2 void sum_run_avx2(const T* p, int64_t len, double* acc) { sum_run_impl(p, len, acc); }
+template <typename T>
+void sq_dev_run_base(const T* p, int64_t len, double mu, double* acc) { sq_dev_run_impl(p, len, mu, acc); }
+template <typename T>
+Y9_BN_AVX2 void sq_dev_run_avx2(const T* p, int64_t len, double mu, double* acc) { sq_dev_run_impl(p, len, mu, acc); }
+template <typename T>
+void dy_sums_run_base(const T* px, const T* pd, int64_t len, double mu, double is, double* a0, double* a1) {
+  dy_sums_run_impl(px, pd, len, mu, is, a0, a1);
+}
+template <typename T>
+Y9_BN_AVX2 void dy_sums_run_avx2(const T* px, const T* pd, int64_t len, double mu, double is, double* a0,
+                                 double* a1) {
+  dy_sums_run_impl(px, pd, len, mu, is, a0, a1);
+}
+template <typename T>
+void sum_run(const T* p, int64_t len, double* acc) {
+  bn_avx2() ? sum_run_avx2(p, len, acc) : sum_run_base(p, len, acc);
+}
+template <typename T>
+void sq_dev_run(const T* p, int64_t len, double mu, double* acc) {
+  bn_avx2() ? sq_dev_run_avx2(p, len, mu, acc) : sq_dev_run_base(p, len, mu, acc);
+}
+template <typename T>
+void dy_sums_run(const T* px, const T* pd, int64_t len, double mu, double is, double* a0, double* a1) {
+  bn_avx2() ? dy_sums_run_avx2(px, pd, len, mu, is, a0, a1) : dy_sums_run_base(px, pd, len, mu, is, a0, a1);
+}
+
+// Sum of channel ch, in double.
 template <typename T>
 double channel_sum(const T* x, int64_t n, int64_t c, int64_t hw, int64_t ch) {
-  double s = 0.0;
-  for (int64_t b = 0; b < n; ++b) {
-    const T* p = x + (b * c + ch) * hw;
-    for (int64_t i = 0; i < hw; ++i) s += static_cast<double>(p[i]);
-  }
-  return s;
+  double acc[kLanes] = {};
+  for (int64_t b = 0; b < n; ++b) sum_run(x + (b * c + ch) * hw, hw, acc);
+  return lane_total(acc);
 }
 
 // Sum of squared deviations from `mu` (the second pass: avoids the cancellation of E[x^2] - E[x]^2).
 template <typename T>
 double channel_sq_dev(const T* x, int64_t n, int64_t c, int64_t hw, int64_t ch, double mu) {
-  double ss = 0.0;
-  for (int64_t b = 0; b < n; ++b) {
-    const T* p = x + (b * c + ch) * hw;
-    for (int64_t i = 0; i < hw; ++i) {
-      const double d = static_cast<double>(p[i]) - mu;
-      ss += d * d;
-    }
-  }
-  return ss;
+  double acc[kLanes] = {};
+  for (int64_t b = 0; b < n; ++b) sq_dev_run(x + (b * c + ch) * hw, hw, mu, acc);
+  return lane_total(acc);
 }
 
 // Backward sums of channel ch: sum dy and sum dy * xhat, xhat = (x - mu) * is.
 template <typename T>
 void channel_dy_sums(const T* x, const T* dy, int64_t n, int64_t c, int64_t hw, int64_t ch, double mu, double is,
                      double* sdy, double* sdyx) {
-  double s0 = 0.0, s1 = 0.0;
-  for (int64_t b = 0; b < n; ++b) {
-    const T* px = x + (b * c + ch) * hw;
-    const T* pd = dy + (b * c + ch) * hw;
-    for (int64_t i = 0; i < hw; ++i) {
-      const double d = static_cast<double>(pd[i]);
-      s0 += d;
-      s1 += d * (static_cast<double>(px[i]) - mu) * is;
-    }
-  }
-  *sdy = s0;
-  *sdyx = s1;
+  double a0[kLanes] = {}, a1[kLanes] = {};
+  for (int64_t b = 0; b < n; ++b) dy_sums_run(x + (b * c + ch) * hw, dy + (b * c + ch) * hw, hw, mu, is, a0, a1);
+  *sdy = lane_total(a0);
+  *sdyx = lane_total(a1);
 }
 
 // Whether a pass over an [n, c, hw] tensor is worth a parallel region: below the grain of the
@@ -68,20 +153,33 @@ inline bool parallel_work(int64_t n, int64_t c, int64_t hw) { return n * c * hw 
 // k = -a*sdy/M (M the element count of the channel over every rank); eval: bx = k = 0.
 // (x - mean) is formed first so that a large mean does not cancel in F32.
 template <typename T>
-void channel_dx(const T* x, const T* dy, const T* weight, int64_t n, int64_t c, int64_t hw, int64_t ch, double mu,
-                double is, bool training, double m, double sdy, double sdyx, T* dx) {
+struct DxCoefficients {
+  T a, bx, k, mu;
+};
+
+template <typename T>
+DxCoefficients<T> dx_coefficients(const T* weight, int64_t ch, double mu, double is, bool training, double m,
+                                  double sdy, double sdyx) {
   const double wv = weight ? static_cast<double>(weight[ch]) : 1.0;
   const double a = wv * is;
   const double bx = training && m > 0 ? -a * is * sdyx / m : 0.0;
   const double k = training && m > 0 ? -a * sdy / m : 0.0;
-  const T ta = static_cast<T>(a), tb = static_cast<T>(bx), tk = static_cast<T>(k), tmu = static_cast<T>(mu);
-  for (int64_t b = 0; b < n; ++b) {
-    const T* px = x + (b * c + ch) * hw;
-    const T* pd = dy + (b * c + ch) * hw;
-    T* q = dx + (b * c + ch) * hw;
+  return {static_cast<T>(a), static_cast<T>(bx), static_cast<T>(k), static_cast<T>(mu)};
+}
+
+/// dx over one run of len elements.
+template <typename T>
+inline void dx_run(const T* px, const T* pd, T* q, int64_t len, const DxCoefficients<T>& k) {
+  const T ta = k.a, tb = k.bx, tk = k.k, tmu = k.mu;
 #pragma omp simd
-    for (int64_t i = 0; i < hw; ++i) q[i] = ta * pd[i] + tb * (px[i] - tmu) + tk;
-  }
+  for (int64_t i = 0; i < len; ++i) q[i] = ta * pd[i] + tb * (px[i] - tmu) + tk;
+}
+
+template <typename T>
+void channel_dx(const T* x, const T* dy, const T* weight, int64_t n, int64_t c, int64_t hw, int64_t ch, double mu,
+                double is, bool training, double m, double sdy, double sdyx, T* dx) {
+  const DxCoefficients<T> k = dx_coefficients(weight, ch, mu, is, training, m, sdy, sdyx);
+  for (int64_t b = 0; b < n; ++b) dx_run(x + (b * c + ch) * hw, dy + (b * c + ch) * hw, dx + (b * c + ch) * hw, hw, k);
 }
 
 template <typename T>
@@ -190,9 +288,103 @@ void batch_norm_update_running_cpu(const T* mean, const T* var_biased, int64_t c
   }
 }
 
+// --- BatchNorm2d + SiLU (kBatchNormSiluForward / kBatchNormSiluBackward) --------------------------
+// Rows are processed in chunks of kChunk elements (a multiple of kLanes, so every chunk starts on
+// lane 0 and the sums add the same terms in the same order as the whole-row loops above): z is
+// formed in a stack buffer with batch_norm_forward_cpu's expression and SiLU applied with the
+// elementwise entries' row functions, so every value has the bits of the two-entry path.
+constexpr int64_t kChunk = 1024;
+static_assert(kChunk % kLanes == 0);
+
+/// y = silu(z) over n elements (F32: the elementwise entries' vector rows; F64: their scalar form).
+inline void silu_rows(const float* z, float* y, int64_t n) { silu_rows_f32(z, y, n); }
+inline void silu_rows(const double* z, double* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = silu_fwd(z[i]);
+}
+/// dz = SiLU'(z) * dy over n elements (the elementwise entries' backward: unary_bwd's formula).
+inline void silu_backward_rows(const float* z, const float* dy, float* dz, int64_t n) {
+  silu_backward_rows_f32(z, dy, dz, n);
+}
+inline void silu_backward_rows(const double* z, const double* dy, double* dz, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double sg = sigmoid_fwd(z[i]);
+    dz[i] = dy[i] * sg * (1.0 + z[i] * (1.0 - sg));
+  }
+}
+
+/// z = x * scale + shift over n elements (batch_norm_forward_cpu's expression).
+template <typename T>
+inline void bn_affine_rows(const T* x, T scale, T shift, T* z, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) z[i] = x[i] * scale + shift;
+}
+
+/// The per-channel scale and shift of the forward: z = x * scale + shift.
+template <typename T>
+inline void bn_scale_shift(const T* mean, const T* invstd, const T* weight, const T* bias, int64_t ch, T* scale,
+                           T* shift) {
+  *scale = invstd[ch] * (weight ? weight[ch] : T(1));
+  *shift = (bias ? bias[ch] : T(0)) - mean[ch] * *scale;
+}
+
+template <typename T>
+void batch_norm_silu_forward_cpu(const T* x, const T* mean, const T* invstd, const T* weight, const T* bias, T* y,
+                                 int64_t n, int64_t c, int64_t hw) {
+#pragma omp parallel for collapse(2) schedule(static) if (parallel_work(n, c, hw))
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t ch = 0; ch < c; ++ch) {
+      T scale, shift, z[kChunk];
+      bn_scale_shift(mean, invstd, weight, bias, ch, &scale, &shift);
+      const T* p = x + (b * c + ch) * hw;
+      T* q = y + (b * c + ch) * hw;
+      for (int64_t i = 0; i < hw; i += kChunk) {
+        const int64_t len = std::min(kChunk, hw - i);
+        bn_affine_rows(p + i, scale, shift, z, len);
+        silu_rows(z, q + i, len);
+      }
+    }
+}
+
+template <typename T>
+void batch_norm_silu_backward_cpu(const T* x, const T* dy, const T* mean, const T* invstd, const T* weight,
+                                  const T* bias, bool training, T* dx, T* dweight, T* dbias, int64_t n, int64_t c,
+                                  int64_t hw) {
+  const double m = static_cast<double>(n * hw);
+#pragma omp parallel for schedule(static) if (parallel_work(n, c, hw))
+  for (int64_t ch = 0; ch < c; ++ch) {
+    const double mu = static_cast<double>(mean[ch]), is = static_cast<double>(invstd[ch]);
+    T scale, shift, z[kChunk], dz_chunk[kChunk];
+    bn_scale_shift(mean, invstd, weight, bias, ch, &scale, &shift);
+    // Pass 1: dz = SiLU'(z) * dy (z recomputed), kept in dx (or a chunk buffer when dx is not
+    // wanted), and the BN sums over it.
+    double a0[kLanes] = {}, a1[kLanes] = {};
+    for (int64_t b = 0; b < n; ++b) {
+      const int64_t row = (b * c + ch) * hw;
+      for (int64_t i = 0; i < hw; i += kChunk) {
+        const int64_t len = std::min(kChunk, hw - i);
+        T* dz = dx ? dx + row + i : dz_chunk;
+        bn_affine_rows(x + row + i, scale, shift, z, len);
+        silu_backward_rows(z, dy + row + i, dz, len);
+        dy_sums_run(x + row + i, dz, len, mu, is, a0, a1);
+      }
+    }
+    const double sdy = lane_total(a0), sdyx = lane_total(a1);
+    if (dweight) dweight[ch] = static_cast<T>(sdyx);
+    if (dbias) dbias[ch] = static_cast<T>(sdy);
+    if (!dx) continue;
+    // Pass 2: dx from dz, in place (elementwise).
+    const DxCoefficients<T> k = dx_coefficients(weight, ch, mu, is, training, m, sdy, sdyx);
+    for (int64_t b = 0; b < n; ++b) {
+      const int64_t row = (b * c + ch) * hw;
+      dx_run(x + row, dx + row, dx + row, hw, k);
+    }
+  }
+}
+
 template <typename T>
 void forward_typed(const BatchNormShape& s, const T* x, const T* w, const T* b, T* running_mean, T* running_var,
-                   bool training, double momentum, double eps, T* y, T* mean, T* invstd, const BatchNormSync* sync) {
+                   bool training, double momentum, double eps, T* y, T* mean, T* invstd, const BatchNormSync* sync,
+                   bool silu = false) {
   if (training) {
     std::vector<T> var(static_cast<size_t>(s.c));
     int64_t count = s.n * s.hw;
@@ -207,7 +399,10 @@ void forward_typed(const BatchNormShape& s, const T* x, const T* w, const T* b, 
     std::memcpy(mean, running_mean, static_cast<size_t>(s.c) * sizeof(T));
     batch_norm_invstd_cpu(running_var, eps, invstd, s.c);
   }
-  batch_norm_forward_cpu(x, mean, invstd, w, b, y, s.n, s.c, s.hw);
+  if (silu)
+    batch_norm_silu_forward_cpu(x, mean, invstd, w, b, y, s.n, s.c, s.hw);
+  else
+    batch_norm_forward_cpu(x, mean, invstd, w, b, y, s.n, s.c, s.hw);
 }
 
 void batch_norm_forward(engine::DeviceContext&, engine::DType dt, const BatchNormShape& s, const void* x,
@@ -247,11 +442,36 @@ void batch_norm_backward(engine::DeviceContext&, engine::DType dt, const BatchNo
                             static_cast<double*>(dw), static_cast<double*>(db), s.n, s.c, s.hw);
 }
 
+void batch_norm_silu_forward(engine::DeviceContext&, engine::DType dt, const BatchNormShape& s, const void* x,
+                             const void* w, const void* b, void* rm, void* rv, bool training, double momentum,
+                             double eps, void* y, void* mean, void* invstd) {
+  float_or_double(dt, [&](auto t) {
+    using T = decltype(t);
+    forward_typed(s, static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(b),
+                  static_cast<T*>(rm), static_cast<T*>(rv), training, momentum, eps, static_cast<T*>(y),
+                  static_cast<T*>(mean), static_cast<T*>(invstd), nullptr, /*silu=*/true);
+  });
+}
+
+void batch_norm_silu_backward(engine::DeviceContext&, engine::DType dt, const BatchNormShape& s, const void* x,
+                              const void* dy, const void* mean, const void* invstd, const void* w, const void* b,
+                              bool training, void* dx, void* dw, void* db) {
+  float_or_double(dt, [&](auto t) {
+    using T = decltype(t);
+    batch_norm_silu_backward_cpu(static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<const T*>(mean),
+                                 static_cast<const T*>(invstd), static_cast<const T*>(w), static_cast<const T*>(b),
+                                 training, static_cast<T*>(dx), static_cast<T*>(dw), static_cast<T*>(db), s.n, s.c,
+                                 s.hw);
+  });
+}
+
 }  // namespace
 
 Y9_REGISTER_KERNELS(engine::DeviceType::CPU, b) {
   b.add(kBatchNormForward, &batch_norm_forward, engine::kF32F64);
   b.add(kBatchNormBackward, &batch_norm_backward, engine::kF32F64);
+  b.add(kBatchNormSiluForward, &batch_norm_silu_forward, engine::kF32F64);
+  b.add(kBatchNormSiluBackward, &batch_norm_silu_backward, engine::kF32F64);
 }
 
 }  // namespace kernels::cpu

@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/nd_iter.h"
+#include "kernels/cpu/silu_rows.h"
 
 namespace kernels::cpu {
 
@@ -315,6 +316,9 @@ void bce_backward(DeviceContext&, DType dt, const void* x, const StridedLayout& 
 }
 
 }  // namespace
+
+void silu_rows_f32(const float* x, float* y, int64_t n) { silu_f32(x, y, n); }
+void silu_backward_rows_f32(const float* x, const float* dy, float* dx, int64_t n) { silu_backward_f32(x, dy, dx, n); }
 
 Y9_REGISTER_KERNELS(engine::DeviceType::CPU, b) {
   b.add(kBinaryForward, &binary_forward, engine::kF32F64);

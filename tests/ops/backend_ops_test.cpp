@@ -231,6 +231,22 @@ std::vector<Row> rows() {
                                            in(rnd({3}, 58), false), in(rnd({3}, 59, 0.5, 2), false)};
                },
                [](const Inputs& x) { return ops::batch_norm(x[0], x[1], x[2], x[3], x[4], false, 0.03, 1e-3); }});
+  r.push_back({"batch_norm_silu (training)", {"batch_norm_silu_forward", "batch_norm_silu_backward"},
+               [=] {
+                 // 8 x 9 maps: the fused path runs from 64 elements per (sample, channel).
+                 return std::vector<Input>{in(rnd({2, 4, 8, 9}, 61)), in(rnd({4}, 62, 0.5, 1.5)), in(rnd({4}, 63)),
+                                           in(rnd({4}, 64), false), in(rnd({4}, 65, 0.5, 2), false)};
+               },
+               [](const Inputs& x) {
+                 Tensor rm = x[3].clone(), rv = x[4].clone();  // updated in place: fresh per call
+                 return ops::batch_norm_silu(x[0], x[1], x[2], rm, rv, true, 0.03, 1e-3);
+               }});
+  r.push_back({"batch_norm_silu (eval)", {"batch_norm_silu_forward", "batch_norm_silu_backward"},
+               [=] {
+                 return std::vector<Input>{in(rnd({2, 3, 8, 8}, 66)), in(rnd({3}, 67, 0.5, 1.5)), in(rnd({3}, 68)),
+                                           in(rnd({3}, 69), false), in(rnd({3}, 70, 0.5, 2), false)};
+               },
+               [](const Inputs& x) { return ops::batch_norm_silu(x[0], x[1], x[2], x[3], x[4], false, 0.03, 1e-3); }});
   r.push_back({"upsample_nearest", {"upsample_nearest_forward", "upsample_nearest_backward"},
                [=] { return std::vector<Input>{in(rnd({2, 3, 4, 5}, 60))}; },
                [](const Inputs& x) { return ops::upsample_nearest(x[0].transpose(2, 3), 2); }});

@@ -12,6 +12,7 @@
 namespace {
 
 using engine::DType;
+using engine::Shape;
 using engine::Tensor;
 
 TEST(BatchNorm, TrainForwardAndRunningStatsMatchHandComputation) {
@@ -91,11 +92,15 @@ TEST(BatchNorm, GradcheckTrainAndEval) {
   }
 }
 
-TEST(BatchNorm, F32MatchesF64) {
-  const int64_t c = 8;
-  Tensor x64 = testutil::random_tensor({4, c, 6, 5}, 41, -3, 5);
+// F32 against F64 on [4, 8, 6, 5] (runs of 30: three full lanes of the CPU sums and a tail) and,
+// with `large`, on [3, 5, 37, 41] (runs of 1517 with a tail of 5, 4551 terms per channel, the
+// values offset by 40 so that a sum that lost the mean's cancellation would show).
+void expect_f32_matches_f64(bool large) {
+  const int64_t c = large ? 5 : 8;
+  const Shape shape = large ? Shape{3, c, 37, 41} : Shape{4, c, 6, 5};
+  Tensor x64 = large ? testutil::random_tensor(shape, 45, 38, 42) : testutil::random_tensor(shape, 41, -3, 5);
   Tensor g64 = testutil::random_tensor({c}, 42, 0.5, 1.5), b64 = testutil::random_tensor({c}, 43);
-  Tensor gy64 = testutil::random_tensor({4, c, 6, 5}, 44);
+  Tensor gy64 = testutil::random_tensor(shape, 44);
   auto run = [&](DType dt, bool training) {
     Tensor x = x64.to(dt).detach(), g = g64.to(dt).detach(), b = b64.to(dt).detach();
     x.set_requires_grad(true);
@@ -109,9 +114,13 @@ TEST(BatchNorm, F32MatchesF64) {
   for (bool training : {true, false}) {
     auto a = run(DType::F32, training), r = run(DType::F64, training);
     // F32: ~1e-6 relative per op; channel sums of 120 terms -> 1e-5 relative + 1e-5 absolute.
-    for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(testutil::all_close(a[i], r[i], 1e-5, 1e-5)) << i;
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_TRUE(testutil::all_close(a[i], r[i], 1e-5, 1e-5)) << i << (large ? " (large)" : "");
   }
 }
+
+TEST(BatchNorm, F32MatchesF64) { expect_f32_matches_f64(false); }
+TEST(BatchNorm, F32MatchesF64OnLongChannels) { expect_f32_matches_f64(true); }
 
 TEST(BatchNorm, RunningStatUpdateNotRecordedAndLeavesGraphIntact) {
   Tensor x = testutil::random_tensor({2, 2, 3, 3}, 51).set_requires_grad(true);
@@ -131,6 +140,70 @@ TEST(BatchNorm, BadArguments) {
                engine::ShapeError);
   EXPECT_THROW(ops::batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), false, 0.1, 1e-5), engine::ShapeError);
   EXPECT_THROW(ops::batch_norm(Tensor::zeros({1, 3, 1, 1}), Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5),
+               engine::ShapeError);
+}
+
+
+// --- batch_norm_silu ---------------------------------------------------------------------------
+
+// ops::batch_norm_silu against silu(batch_norm(...)) on the same inputs: the output, every gradient
+// and the running stats bit for bit (the CPU's fused entries round as the two-op path does), with the
+// fused node in the graph from 64 elements per run (below, the two ops run). Shapes: runs of 1640
+// (over the kernel's 1024-element chunk, with a tail of 5 after the last whole 8-lane block), of 81
+// and 64, and of 12 and 1 (unfused); with and without weight and bias.
+void expect_fused_bits(DType dt, const Shape& shape, bool training, bool affine) {
+  const int64_t c = shape[1];
+  Tensor x0 = testutil::random_tensor(shape, 61, -4, 4).to(dt), gy = testutil::random_tensor(shape, 62).to(dt);
+  Tensor w0 = testutil::random_tensor({c}, 63, 0.5, 1.5).to(dt), b0 = testutil::random_tensor({c}, 64).to(dt);
+  auto run = [&](bool fused) {
+    Tensor x = x0.detach().clone().set_requires_grad(true);
+    Tensor w = affine ? w0.detach().clone().set_requires_grad(true) : Tensor();
+    Tensor b = affine ? b0.detach().clone().set_requires_grad(true) : Tensor();
+    Tensor rm = Tensor::full({c}, 0.25, dt), rv = Tensor::full({c}, 1.5, dt);
+    Tensor y = fused ? ops::batch_norm_silu(x, w, b, rm, rv, training, 0.03, 1e-3)
+                     : ops::silu(ops::batch_norm(x, w, b, rm, rv, training, 0.03, 1e-3));
+    if (fused) EXPECT_EQ(y.grad_fn()->name() == "BatchNormSiluBackward", shape[2] * shape[3] >= 64) << x0.str();
+    y.backward(gy);
+    std::vector<Tensor> r{y.detach(), x.grad(), rm, rv};
+    if (affine) r.insert(r.end(), {w.grad(), b.grad()});
+    return r;
+  };
+  const auto a = run(true), r = run(false);
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_TRUE(testutil::all_close(a[i], r[i], 0, 0))
+        << "output " << i << " of " << engine::dtype_name(dt) << " " << x0.str()
+        << (training ? " training" : " eval") << (affine ? "" : " without weight and bias");
+}
+
+TEST(BatchNormSilu, SameBitsAsBatchNormThenSilu) {
+  for (DType dt : {DType::F32, DType::F64})
+    for (const Shape& s : {Shape{3, 4, 40, 41}, Shape{2, 3, 9, 9}, Shape{3, 2, 8, 8}, Shape{2, 3, 3, 4},
+                           Shape{5, 2, 1, 1}})
+      for (bool training : {true, false})
+        for (bool affine : {true, false}) expect_fused_bits(dt, s, training, affine);
+}
+
+TEST(BatchNormSilu, GradcheckF64) {
+  const int64_t c = 3;
+  Tensor rm = Tensor::full({c}, 0.2, DType::F64), rv = Tensor::full({c}, 1.5, DType::F64);
+  for (bool training : {true, false}) {
+    auto f = [&](const std::vector<Tensor>& v) {
+      Tensor m = rm.clone(), s = rv.clone();
+      return ops::batch_norm_silu(v[0], v[1], v[2], m, s, training, 0.03, 1e-3);
+    };
+    EXPECT_TRUE(testutil::gradcheck(f, {testutil::random_tensor({2, c, 8, 9}, 71, -2, 2),
+                                        testutil::random_tensor({c}, 72, 0.5, 1.5), testutil::random_tensor({c}, 73)}))
+        << (training ? "training" : "eval");
+  }
+}
+
+TEST(BatchNormSilu, BadArgumentsThrowAsBatchNorm) {
+  Tensor x = Tensor::zeros({2, 3, 4, 4});
+  EXPECT_THROW(ops::batch_norm_silu(x, Tensor::ones({4}), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-3),
+               engine::ShapeError);
+  EXPECT_THROW(ops::batch_norm_silu(x, Tensor(), Tensor(), Tensor(), Tensor(), false, 0.1, 1e-3), engine::ShapeError);
+  EXPECT_THROW(ops::batch_norm_silu(Tensor::zeros({1, 3, 1, 1}), Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1,
+                                    1e-3),
                engine::ShapeError);
 }
 
