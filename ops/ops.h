@@ -151,11 +151,12 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
                   const kernels::BatchNormSync* sync = nullptr);
 /// silu(batch_norm(...)) with the same arguments and errors: the Conv block's BN + SiLU (official
 /// models/common.py Conv: act(bn(conv(x)))). Where x's backend has the fused entries
-/// (kernels/common/batch_norm.h: the CPU, F32/F64), there is no `sync` and no F16/BF16 autocast,
-/// and each (sample, channel) run has at least 64 elements (8 x 8; smaller maps lose to the per-run
-/// overhead), one forward pass writes silu(z) without storing z (the backward recomputes z from x),
-/// with the bits of the two-op form on the CPU: the same outputs, gradients and running stats, one
-/// activation less kept per block and two fewer passes over it. Otherwise it is the two ops.
+/// (kernels/common/batch_norm.h: CPU and CUDA, F32/F64), there is no `sync` and no F16/BF16
+/// (autocast), and each (sample, channel) run has at least 64 elements (8 x 8; smaller maps lose to
+/// the CPU's per-run overhead), one forward pass writes silu(z) without storing z (the backward
+/// recomputes z from x), with the bits of the two-op form on that backend: the same outputs,
+/// gradients and running stats, one activation less kept per block and fewer passes over it.
+/// Otherwise it is the two ops.
 Tensor batch_norm_silu(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                        const Tensor& running_var, bool training, double momentum, double eps,
                        const kernels::BatchNormSync* sync = nullptr);

@@ -50,8 +50,9 @@ inline engine::KernelKey<BatchNormBackwardFn> kBatchNormBackward{"batch_norm_bac
 
 /// y = silu(z), z = BatchNorm2d(x) as kBatchNormForward computes it (same statistics, running-stat
 /// update and z), without storing z: the training form of a Conv block's BN + SiLU (official
-/// models/common.py Conv.forward: act(bn(conv(x)))). The CPU rounds z and y exactly as the two
-/// entries batch_norm_forward and unary SiLU do. No `sync`: synchronised BatchNorm uses the two.
+/// models/common.py Conv.forward: act(bn(conv(x)))). CPU and CUDA (F32/F64) round z and y exactly
+/// as their two entries batch_norm_forward and unary SiLU do. No `sync`: synchronised BatchNorm
+/// uses the two.
 using BatchNormSiluForwardFn = void (*)(engine::DeviceContext& ctx, engine::DType dtype, const BatchNormShape& s,
                                         const void* x, const void* weight, const void* bias, void* running_mean,
                                         void* running_var, bool training, double momentum, double eps, void* y,
@@ -59,8 +60,8 @@ using BatchNormSiluForwardFn = void (*)(engine::DeviceContext& ctx, engine::DTyp
 inline engine::KernelKey<BatchNormSiluForwardFn> kBatchNormSiluForward{"batch_norm_silu_forward"};
 
 /// Backward of kBatchNormSiluForward from x (z recomputed from x, mean, invstd, weight and bias):
-/// dz = SiLU'(z) * dy, then dx, dweight, dbias as kBatchNormBackward computes them from dz. The CPU
-/// gives the bits of the two backward entries (unary SiLU, then batch_norm_backward).
+/// dz = SiLU'(z) * dy, then dx, dweight, dbias as kBatchNormBackward computes them from dz. CPU
+/// and CUDA give the bits of their two backward entries (unary SiLU, then batch_norm_backward).
 using BatchNormSiluBackwardFn = void (*)(engine::DeviceContext& ctx, engine::DType dtype, const BatchNormShape& s,
                                          const void* x, const void* dy, const void* mean, const void* invstd,
                                          const void* weight, const void* bias, bool training, void* dx,

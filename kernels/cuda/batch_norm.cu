@@ -17,6 +17,9 @@
 // running_var. y = x*scale + shift with scale = invstd*w, shift = b - mean*scale in Acc.
 // Backward: per-channel sum dy and sum dy*xhat (one pass, two partials), dweight/dbias from them,
 // then dx = a*dy + bx*(x - mean) + k per element (the CPU twin's coefficients).
+// BatchNorm2d + SiLU fused (kBatchNormSiluForward/Backward, F32/F64): the same kernels with SiLU
+// applied to the rounded z in the normalisation, and in the backward dz = SiLU'(z) * dy recomputed
+// from x where dy was read (in the partials and in dx): the bits of the two-entry path.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -25,6 +28,7 @@
 #include "engine/cuda_runtime.h"
 #include "engine/error.h"
 #include "kernels/common/batch_norm.h"
+#include "kernels/common/elementwise.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/scratch.h"
@@ -92,6 +96,16 @@ __device__ __forceinline__ void span_of(int64_t m, int64_t spans, int64_t s, int
   *hi = m * (s + 1) / spans;
 }
 
+/// The fused BN + SiLU's dz at element k (kBatchNormSiluBackward): z = x*scale + shift rounded to T
+/// as the forward stores it, then SiLU's backward in Acc rounded to T, as the two-entry path
+/// (batch_norm_forward, then the elementwise SiLU backward) computes and stores it.
+template <typename T, typename A>
+__device__ __forceinline__ T silu_dz(const T* __restrict__ x, const T* __restrict__ dy, int64_t k, A scale, A shift) {
+  using S = Scalar<T>;
+  const T z = S::store(A(S::load(x[k])) * scale + shift);
+  return S::store(unary_bwd<A>(UnaryOp::Silu, A(S::load(z)), A(0), A(S::load(dy[k])), A(0), A(0)));
+}
+
 /// Grid (spans, c): partial[ch*spans + s] = sum over span s of channel ch of x (center == null) or
 /// of (x - center[ch])^2.
 template <typename T, typename A>
@@ -118,20 +132,29 @@ __global__ void bn_partial_kernel(const T* __restrict__ x, int64_t n, int64_t c,
 
 /// Grid (spans, c): the backward partials of span s of channel ch: sum dy into p0 and
 /// sum dy*(x - mean)*invstd into p1.
-template <typename T, typename A>
+/// Silu (kBatchNormSiluBackward): dy is the gradient of silu(z), and dz (silu_dz, from
+/// scale_shift = [scale (c), shift (c)]) takes its place.
+template <typename T, typename A, bool Silu>
 __global__ void bn_backward_partial_kernel(const T* __restrict__ x, const T* __restrict__ dy, int64_t n, int64_t c,
                                            int64_t hw, int64_t spans, const T* __restrict__ mean,
-                                           const T* __restrict__ invstd, A* __restrict__ p0, A* __restrict__ p1) {
+                                           const T* __restrict__ invstd, const A* __restrict__ scale_shift,
+                                           A* __restrict__ p0, A* __restrict__ p1) {
   using S = Scalar<T>;
   __shared__ A sh[kBnBlock / kWarp];
   const int64_t ch = blockIdx.y, s = blockIdx.x;
   const A mu = A(S::load(mean[ch])), is = A(S::load(invstd[ch]));
+  A scale = A(0), shift = A(0);
+  if constexpr (Silu) scale = scale_shift[ch], shift = scale_shift[c + ch];
   int64_t lo, hi;
   span_of(n * hw, spans, s, &lo, &hi);
   A s0 = A(0), s1 = A(0);
   for (int64_t j = lo + threadIdx.x; j < hi; j += blockDim.x) {
     const int64_t k = chan_index(j, c, hw, ch);
-    const A d = A(S::load(dy[k]));
+    A d;
+    if constexpr (Silu)
+      d = A(S::load(silu_dz(x, dy, k, scale, shift)));
+    else
+      d = A(S::load(dy[k]));
     s0 += d;
     s1 += d * ((A(S::load(x[k])) - mu) * is);
   }
@@ -215,16 +238,36 @@ __global__ void bn_eval_finalize_kernel(const T* __restrict__ running_mean, cons
   scale_shift[c + ch] = (bias ? A(S::load(bias[ch])) : A(0)) - mu * scale;
 }
 
-/// y = x * scale[ch] + shift[ch] over the n*c*hw elements (grid-stride).
-template <typename T, typename A>
+/// y = x * scale[ch] + shift[ch] over the n*c*hw elements (grid-stride); Silu: y = silu(that
+/// rounded to T), the elementwise SiLU's arithmetic (kBatchNormSiluForward).
+template <typename T, typename A, bool Silu>
 __global__ void bn_apply_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t total, int64_t c, int64_t hw,
                                 const A* __restrict__ scale_shift) {
   using S = Scalar<T>;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += stride) {
     const int64_t ch = channel_of(i, c, hw);
-    y[i] = S::store(A(S::load(x[i])) * scale_shift[ch] + scale_shift[c + ch]);
+    const T z = S::store(A(S::load(x[i])) * scale_shift[ch] + scale_shift[c + ch]);
+    if constexpr (Silu)
+      y[i] = S::store(unary_fwd<A>(UnaryOp::Silu, A(S::load(z)), A(0), A(0)));
+    else
+      y[i] = z;
   }
+}
+
+/// One thread per channel (the fused backward): scale_shift = [scale (c), shift (c)] from the saved
+/// mean and invstd, as bn_train_finalize_kernel / bn_eval_finalize_kernel formed them.
+template <typename T, typename A>
+__global__ void bn_scale_shift_kernel(const T* __restrict__ mean, const T* __restrict__ invstd, int64_t c,
+                                      const T* __restrict__ weight, const T* __restrict__ bias,
+                                      A* __restrict__ scale_shift) {
+  using S = Scalar<T>;
+  const int64_t ch = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (ch >= c) return;
+  const A mu = A(S::load(mean[ch])), is = A(S::load(invstd[ch]));
+  const A scale = is * (weight ? A(S::load(weight[ch])) : A(1));
+  scale_shift[ch] = scale;
+  scale_shift[c + ch] = (bias ? A(S::load(bias[ch])) : A(0)) - mu * scale;
 }
 
 /// One thread per channel (backward): dweight = sum dy*xhat, dbias = sum dy (local sums, each
@@ -268,14 +311,20 @@ __global__ void bn_dx_coef_kernel(const double* sums, int64_t c, const T* __rest
 
 /// dx = a*dy + bx*(x - mean) + k per element (grid-stride); x - mean is formed first so that a
 /// large mean does not cancel.
-template <typename T, typename A>
+/// Silu: dy is the gradient of silu(z) and dz (silu_dz, from scale_shift) takes its place.
+template <typename T, typename A, bool Silu>
 __global__ void bn_dx_kernel(const T* __restrict__ x, const T* __restrict__ dy, T* __restrict__ dx, int64_t total,
-                             int64_t c, int64_t hw, const A* __restrict__ coef) {
+                             int64_t c, int64_t hw, const A* __restrict__ coef, const A* __restrict__ scale_shift) {
   using S = Scalar<T>;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += stride) {
     const int64_t ch = channel_of(i, c, hw);
-    const A d = A(S::load(dy[i])), xm = A(S::load(x[i])) - coef[3 * c + ch];
+    A d;
+    if constexpr (Silu)
+      d = A(S::load(silu_dz(x, dy, i, scale_shift[ch], scale_shift[c + ch])));
+    else
+      d = A(S::load(dy[i]));
+    const A xm = A(S::load(x[i])) - coef[3 * c + ch];
     dx[i] = S::store(coef[ch] * d + coef[c + ch] * xm + coef[2 * c + ch]);
   }
 }
@@ -286,7 +335,7 @@ unsigned per_channel_grid(int64_t c) { return static_cast<unsigned>(ceil_div(c, 
 template <typename T>
 void forward_typed(engine::DeviceContext& ctx, const BatchNormShape& sh, const T* x, const T* w, const T* b, T* rm,
                    T* rv, bool training, double momentum, double eps, T* y, T* mean, T* invstd,
-                   const BatchNormSync* sync) {
+                   const BatchNormSync* sync, bool silu = false) {
   using A = typename Scalar<T>::C;
   cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream());
   const int64_t c = sh.c, m = sh.n * sh.hw, total = sh.n * sh.c * sh.hw;
@@ -324,31 +373,46 @@ void forward_typed(engine::DeviceContext& ctx, const BatchNormShape& sh, const T
     Y9_LAUNCH(bn_eval_finalize_kernel<T, A>, per_channel_grid(c), kBlock, 0, stream, static_cast<const T*>(rm),
               static_cast<const T*>(rv), c, w, b, eps, mean, invstd, scale_shift);
   }
-  if (total > 0)
-    Y9_LAUNCH(bn_apply_kernel<T, A>, grid_for(total), kBlock, 0, stream, x, y, total, c, sh.hw,
+  if (total > 0 && silu)
+    Y9_LAUNCH((bn_apply_kernel<T, A, true>), grid_for(total), kBlock, 0, stream, x, y, total, c, sh.hw,
+              static_cast<const A*>(scale_shift));
+  else if (total > 0)
+    Y9_LAUNCH((bn_apply_kernel<T, A, false>), grid_for(total), kBlock, 0, stream, x, y, total, c, sh.hw,
               static_cast<const A*>(scale_shift));
 }
 
+/// `bias` and `silu` (kBatchNormSiluBackward): dy is the gradient of silu(z), z recomputed from x
+/// with the forward's scale and shift (which need the bias).
 template <typename T>
 void backward_typed(engine::DeviceContext& ctx, const BatchNormShape& sh, const T* x, const T* dy, const T* mean,
-                    const T* invstd, const T* w, bool training, T* dx, T* dw, T* db, const BatchNormSync* sync) {
+                    const T* invstd, const T* w, bool training, T* dx, T* dw, T* db, const BatchNormSync* sync,
+                    const T* bias = nullptr, bool silu = false) {
   using A = typename Scalar<T>::C;
   cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream());
   const int64_t c = sh.c, m = sh.n * sh.hw, total = sh.n * sh.c * sh.hw;
   if (c == 0) return;
   const bool need_sums = dw || db || (dx && training);
   const int64_t spans = spans_for(m);
-  Scratch acc(ctx.device(), static_cast<size_t>(4 * c + (need_sums ? 2 * spans * c : 0)) * sizeof(A));
+  // coef (4c), scale/shift (2c), partials (2 spans c) in Acc; sums (2c+1) in double.
+  Scratch acc(ctx.device(), static_cast<size_t>(6 * c + (need_sums ? 2 * spans * c : 0)) * sizeof(A));
   Scratch dsums(ctx.device(), need_sums ? static_cast<size_t>(2 * c + 1) * sizeof(double) : 0);
   A* coef = acc.as<A>();
+  A* scale_shift = coef + 4 * c;
   double* sums = dsums.as<double>();
+  if (silu)
+    Y9_LAUNCH((bn_scale_shift_kernel<T, A>), per_channel_grid(c), kBlock, 0, stream, mean, invstd, c, w, bias,
+              scale_shift);
   if (need_sums) {
     Y9_CHECK_SHAPE(c <= 65535, "batch_norm: ", c, " channels exceed the CUDA grid (65535)");
-    A* p0 = coef + 4 * c;
+    A* p0 = scale_shift + 2 * c;
     A* p1 = p0 + spans * c;
     const dim3 grid(static_cast<unsigned>(spans), static_cast<unsigned>(c));
-    Y9_LAUNCH(bn_backward_partial_kernel<T, A>, grid, kBnBlock, 0, stream, x, dy, sh.n, c, sh.hw, spans, mean, invstd,
-              p0, p1);
+    if (silu)
+      Y9_LAUNCH((bn_backward_partial_kernel<T, A, true>), grid, kBnBlock, 0, stream, x, dy, sh.n, c, sh.hw, spans,
+                mean, invstd, static_cast<const A*>(scale_shift), p0, p1);
+    else
+      Y9_LAUNCH((bn_backward_partial_kernel<T, A, false>), grid, kBnBlock, 0, stream, x, dy, sh.n, c, sh.hw, spans,
+                mean, invstd, static_cast<const A*>(scale_shift), p0, p1);
     Y9_LAUNCH(bn_channel_sums_kernel<A>, per_channel_grid(c), kBlock, 0, stream, static_cast<const A*>(p0), spans, c,
               sums, 2 * c, static_cast<double>(m));
     Y9_LAUNCH(bn_channel_sums_kernel<A>, per_channel_grid(c), kBlock, 0, stream, static_cast<const A*>(p1), spans, c,
@@ -361,9 +425,12 @@ void backward_typed(engine::DeviceContext& ctx, const BatchNormShape& sh, const 
   if (training && sync && sync->fn) sync->fn(sync->state, sums, 2 * c + 1);
   Y9_LAUNCH(bn_dx_coef_kernel<T, A>, per_channel_grid(c), kBlock, 0, stream,
             static_cast<const double*>(training ? sums : nullptr), c, mean, invstd, w, training, coef);
-  if (total > 0)
-    Y9_LAUNCH(bn_dx_kernel<T, A>, grid_for(total), kBlock, 0, stream, x, dy, dx, total, c, sh.hw,
-              static_cast<const A*>(coef));
+  if (total > 0 && silu)
+    Y9_LAUNCH((bn_dx_kernel<T, A, true>), grid_for(total), kBlock, 0, stream, x, dy, dx, total, c, sh.hw,
+              static_cast<const A*>(coef), static_cast<const A*>(scale_shift));
+  else if (total > 0)
+    Y9_LAUNCH((bn_dx_kernel<T, A, false>), grid_for(total), kBlock, 0, stream, x, dy, dx, total, c, sh.hw,
+              static_cast<const A*>(coef), static_cast<const A*>(scale_shift));
 }
 
 /// batch_norm_forward on CUDA (kernels/common/batch_norm.h contract): x, weight, bias, running
@@ -394,11 +461,40 @@ void batch_norm_backward(engine::DeviceContext& ctx, engine::DType dt, const Bat
   Y9_CHECK_SHAPE(ok, "batch_norm: dtype ", engine::dtype_name(dt), " not supported on cuda (f32, f64, f16, bf16)");
 }
 
+/// batch_norm_silu_forward on CUDA (kernels/common/batch_norm.h contract; F32/F64 only: the
+/// backward recomputes z from the saved mean and invstd, which F16/BF16 would round).
+void batch_norm_silu_forward(engine::DeviceContext& ctx, engine::DType dt, const BatchNormShape& s, const void* x,
+                             const void* w, const void* b, void* rm, void* rv, bool training, double momentum,
+                             double eps, void* y, void* mean, void* invstd) {
+  Y9_CHECK_SHAPE(dt == engine::DType::F32 || dt == engine::DType::F64, "batch_norm_silu: dtype ",
+                 engine::dtype_name(dt), " not supported on cuda (f32, f64)");
+  dispatch_float(dt, [&]<typename T>() {
+    forward_typed(ctx, s, static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(b),
+                  static_cast<T*>(rm), static_cast<T*>(rv), training, momentum, eps, static_cast<T*>(y),
+                  static_cast<T*>(mean), static_cast<T*>(invstd), nullptr, /*silu=*/true);
+  });
+}
+
+/// batch_norm_silu_backward on CUDA (kernels/common/batch_norm.h contract; F32/F64 only).
+void batch_norm_silu_backward(engine::DeviceContext& ctx, engine::DType dt, const BatchNormShape& s, const void* x,
+                              const void* dy, const void* mean, const void* invstd, const void* w, const void* b,
+                              bool training, void* dx, void* dw, void* db) {
+  Y9_CHECK_SHAPE(dt == engine::DType::F32 || dt == engine::DType::F64, "batch_norm_silu: dtype ",
+                 engine::dtype_name(dt), " not supported on cuda (f32, f64)");
+  dispatch_float(dt, [&]<typename T>() {
+    backward_typed(ctx, s, static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<const T*>(mean),
+                   static_cast<const T*>(invstd), static_cast<const T*>(w), training, static_cast<T*>(dx),
+                   static_cast<T*>(dw), static_cast<T*>(db), nullptr, static_cast<const T*>(b), /*silu=*/true);
+  });
+}
+
 }  // namespace
 
 Y9_REGISTER_KERNELS(engine::DeviceType::CUDA, b) {
   b.add(kBatchNormForward, &batch_norm_forward, engine::kFloating);
   b.add(kBatchNormBackward, &batch_norm_backward, engine::kFloating);
+  b.add(kBatchNormSiluForward, &batch_norm_silu_forward, engine::kF32F64);
+  b.add(kBatchNormSiluBackward, &batch_norm_silu_backward, engine::kF32F64);
 }
 
 }  // namespace kernels::cuda
