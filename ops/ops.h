@@ -155,8 +155,9 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
 /// (autocast), and each (sample, channel) run has at least 64 elements (8 x 8; smaller maps lose to
 /// the CPU's per-run overhead), one forward pass writes silu(z) without storing z (the backward
 /// recomputes z from x), with the bits of the two-op form on that backend: the same outputs,
-/// gradients and running stats, one activation less kept per block and fewer passes over it.
-/// Otherwise it is the two ops.
+/// gradients and running stats (for an incoming gradient with contiguous rows, as inside the model:
+/// the CPU's two-op SiLU backward rounds strided rows with the scalar e^x), one activation less
+/// kept per block and fewer passes over it. Otherwise it is the two ops.
 Tensor batch_norm_silu(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                        const Tensor& running_var, bool training, double momentum, double eps,
                        const kernels::BatchNormSync* sync = nullptr);

@@ -32,7 +32,8 @@ inline double lane_total(const double* a) {
 
 // The sums below are compiled twice: for the baseline x86-64 (SSE2: two doubles a vector) and,
 // picked at run time, for AVX2 (four). Same operations in the same order, and no FMA (target
-// "avx2" only, so nothing contracts): the results are bitwise those of the baseline.
+// "avx2" only, so nothing contracts), so both should give the same bits (not tested: a CPU with
+// AVX2 always runs the AVX2 form).
 #if defined(__x86_64__) && defined(__GNUC__)
 #define Y9_BN_AVX2 __attribute__((target("avx2")))
 inline bool bn_avx2() {
@@ -296,20 +297,18 @@ void batch_norm_update_running_cpu(const T* mean, const T* var_biased, int64_t c
 constexpr int64_t kChunk = 1024;
 static_assert(kChunk % kLanes == 0);
 
-/// y = silu(z) over n elements (F32: the elementwise entries' vector rows; F64: their scalar form).
+/// y = silu(z) over n elements (F32: the elementwise entries' vector rows on contiguous data; F64:
+/// their scalar form, kernels/common/elementwise.h).
 inline void silu_rows(const float* z, float* y, int64_t n) { silu_rows_f32(z, y, n); }
 inline void silu_rows(const double* z, double* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = silu_fwd(z[i]);
+  for (int64_t i = 0; i < n; ++i) y[i] = unary_fwd<double>(UnaryOp::Silu, z[i], 0.0, 0.0);
 }
 /// dz = SiLU'(z) * dy over n elements (the elementwise entries' backward: unary_bwd's formula).
 inline void silu_backward_rows(const float* z, const float* dy, float* dz, int64_t n) {
   silu_backward_rows_f32(z, dy, dz, n);
 }
 inline void silu_backward_rows(const double* z, const double* dy, double* dz, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const double sg = sigmoid_fwd(z[i]);
-    dz[i] = dy[i] * sg * (1.0 + z[i] * (1.0 - sg));
-  }
+  for (int64_t i = 0; i < n; ++i) dz[i] = unary_bwd<double>(UnaryOp::Silu, z[i], 0.0, dy[i], 0.0, 0.0);
 }
 
 /// z = x * scale + shift over n elements (batch_norm_forward_cpu's expression).

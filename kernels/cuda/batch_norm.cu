@@ -96,13 +96,30 @@ __device__ __forceinline__ void span_of(int64_t m, int64_t spans, int64_t s, int
   *hi = m * (s + 1) / spans;
 }
 
+/// The normalised value z = x*scale + shift rounded to T: the one expression of the forward
+/// (bn_apply_kernel) and of the fused backward's recomputation (silu_dz), so that a GPU compiler's
+/// FMA contraction treats both alike.
+template <typename T, typename A>
+__device__ __forceinline__ T bn_z(T x, A scale, A shift) {
+  using S = Scalar<T>;
+  return S::store(A(S::load(x)) * scale + shift);
+}
+
+/// The per-channel scale = invstd*w and shift = b - mean*scale (Acc): the one expression of the
+/// training and eval finalisations and of the fused backward's bn_scale_shift_kernel.
+template <typename A>
+__device__ __forceinline__ void bn_scale_shift(A mu, A is, A w, A b, A* scale, A* shift) {
+  *scale = is * w;
+  *shift = b - mu * *scale;
+}
+
 /// The fused BN + SiLU's dz at element k (kBatchNormSiluBackward): z = x*scale + shift rounded to T
 /// as the forward stores it, then SiLU's backward in Acc rounded to T, as the two-entry path
 /// (batch_norm_forward, then the elementwise SiLU backward) computes and stores it.
 template <typename T, typename A>
 __device__ __forceinline__ T silu_dz(const T* __restrict__ x, const T* __restrict__ dy, int64_t k, A scale, A shift) {
   using S = Scalar<T>;
-  const T z = S::store(A(S::load(x[k])) * scale + shift);
+  const T z = bn_z(x[k], scale, shift);
   return S::store(unary_bwd<A>(UnaryOp::Silu, A(S::load(z)), A(0), A(S::load(dy[k])), A(0), A(0)));
 }
 
@@ -214,9 +231,8 @@ __global__ void bn_train_finalize_kernel(const double* sums, const A* __restrict
     running_var[ch] = S::store(A((1.0 - momentum) * static_cast<double>(S::load(running_var[ch])) +
                                  momentum * static_cast<double>(var) * unbias));
   }
-  const A scale = is * (weight ? A(S::load(weight[ch])) : A(1));
-  scale_shift[ch] = scale;
-  scale_shift[c + ch] = (bias ? A(S::load(bias[ch])) : A(0)) - mu[ch] * scale;
+  bn_scale_shift(mu[ch], is, weight ? A(S::load(weight[ch])) : A(1), bias ? A(S::load(bias[ch])) : A(0),
+                 &scale_shift[ch], &scale_shift[c + ch]);
 }
 
 /// One thread per channel (eval): mean = running_mean, invstd = 1/sqrt(running_var + eps), and
@@ -233,9 +249,8 @@ __global__ void bn_eval_finalize_kernel(const T* __restrict__ running_mean, cons
   const A is = A(1.0 / ::sqrt(static_cast<double>(S::load(running_var[ch])) + eps));
   mean_out[ch] = running_mean[ch];
   invstd_out[ch] = S::store(is);
-  const A scale = is * (weight ? A(S::load(weight[ch])) : A(1));
-  scale_shift[ch] = scale;
-  scale_shift[c + ch] = (bias ? A(S::load(bias[ch])) : A(0)) - mu * scale;
+  bn_scale_shift(mu, is, weight ? A(S::load(weight[ch])) : A(1), bias ? A(S::load(bias[ch])) : A(0),
+                 &scale_shift[ch], &scale_shift[c + ch]);
 }
 
 /// y = x * scale[ch] + shift[ch] over the n*c*hw elements (grid-stride); Silu: y = silu(that
@@ -247,7 +262,7 @@ __global__ void bn_apply_kernel(const T* __restrict__ x, T* __restrict__ y, int6
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += stride) {
     const int64_t ch = channel_of(i, c, hw);
-    const T z = S::store(A(S::load(x[i])) * scale_shift[ch] + scale_shift[c + ch]);
+    const T z = bn_z(x[i], scale_shift[ch], scale_shift[c + ch]);
     if constexpr (Silu)
       y[i] = S::store(unary_fwd<A>(UnaryOp::Silu, A(S::load(z)), A(0), A(0)));
     else
@@ -265,9 +280,8 @@ __global__ void bn_scale_shift_kernel(const T* __restrict__ mean, const T* __res
   const int64_t ch = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (ch >= c) return;
   const A mu = A(S::load(mean[ch])), is = A(S::load(invstd[ch]));
-  const A scale = is * (weight ? A(S::load(weight[ch])) : A(1));
-  scale_shift[ch] = scale;
-  scale_shift[c + ch] = (bias ? A(S::load(bias[ch])) : A(0)) - mu * scale;
+  bn_scale_shift(mu, is, weight ? A(S::load(weight[ch])) : A(1), bias ? A(S::load(bias[ch])) : A(0),
+                 &scale_shift[ch], &scale_shift[c + ch]);
 }
 
 /// One thread per channel (backward): dweight = sum dy*xhat, dbias = sum dy (local sums, each
