@@ -23,10 +23,6 @@ void check_param(const Tensor& p, const Tensor& x, int64_t c, const char* name) 
 
 void* ptr_or_null(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 
-}  // namespace
-
-namespace {
-
 /// batch_norm, or with `silu` the fused batch_norm_silu (the caller checked that the backend has
 /// its entries and that `sync` is null and x is not F16/BF16 with F32 parameters).
 Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
@@ -93,7 +89,7 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias
                need_b = bias.defined() && bias.requires_grad();
     engine::autograd::record_fn(
         silu ? "BatchNormSiluBackward" : "BatchNormBackward", {x, weight, bias}, {y},
-        [xc, wc, bc, mean, invstd, training, need_x, need_w, need_b, shape, sync,
+        [xc, wc, bc = silu ? bc : Tensor(), mean, invstd, training, need_x, need_w, need_b, shape, sync,
          silu](const std::vector<Tensor>& g) {
           if (!g[0].defined()) return std::vector<Tensor>{Tensor(), Tensor(), Tensor()};
           const DType dt = xc.dtype();

@@ -219,18 +219,31 @@ int64_t batch_norm_stats_sync_cpu(const T* x, int64_t n, int64_t c, int64_t hw, 
   return static_cast<int64_t>(m);
 }
 
+/// z = x * scale + shift over n elements: the normalisation of batch_norm_forward_cpu and of the
+/// fused BN + SiLU (forward, and the backward's recomputation).
+template <typename T>
+inline void bn_affine_rows(const T* x, T scale, T shift, T* z, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) z[i] = x[i] * scale + shift;
+}
+
+/// The per-channel scale and shift of the forward: z = x * scale + shift.
+template <typename T>
+inline void bn_scale_shift(const T* mean, const T* invstd, const T* weight, const T* bias, int64_t ch, T* scale,
+                           T* shift) {
+  *scale = invstd[ch] * (weight ? weight[ch] : T(1));
+  *shift = (bias ? bias[ch] : T(0)) - mean[ch] * *scale;
+}
+
 template <typename T>
 void batch_norm_forward_cpu(const T* x, const T* mean, const T* invstd, const T* weight, const T* bias, T* y,
                             int64_t n, int64_t c, int64_t hw) {
 #pragma omp parallel for collapse(2) schedule(static) if (parallel_work(n, c, hw))
   for (int64_t b = 0; b < n; ++b)
     for (int64_t ch = 0; ch < c; ++ch) {
-      const T scale = invstd[ch] * (weight ? weight[ch] : T(1));
-      const T shift = (bias ? bias[ch] : T(0)) - mean[ch] * scale;
-      const T* p = x + (b * c + ch) * hw;
-      T* q = y + (b * c + ch) * hw;
-#pragma omp simd
-      for (int64_t i = 0; i < hw; ++i) q[i] = p[i] * scale + shift;
+      T scale, shift;
+      bn_scale_shift(mean, invstd, weight, bias, ch, &scale, &shift);
+      bn_affine_rows(x + (b * c + ch) * hw, scale, shift, y + (b * c + ch) * hw, hw);
     }
 }
 
@@ -292,8 +305,9 @@ void batch_norm_update_running_cpu(const T* mean, const T* var_biased, int64_t c
 // --- BatchNorm2d + SiLU (kBatchNormSiluForward / kBatchNormSiluBackward) --------------------------
 // Rows are processed in chunks of kChunk elements (a multiple of kLanes, so every chunk starts on
 // lane 0 and the sums add the same terms in the same order as the whole-row loops above): z is
-// formed in a stack buffer with batch_norm_forward_cpu's expression and SiLU applied with the
-// elementwise entries' row functions, so every value has the bits of the two-entry path.
+// formed in a stack buffer by batch_norm_forward_cpu's bn_scale_shift and bn_affine_rows and SiLU
+// applied with the elementwise entries' row functions, so every value has the bits of the two-entry
+// path.
 constexpr int64_t kChunk = 1024;
 static_assert(kChunk % kLanes == 0);
 
@@ -309,21 +323,6 @@ inline void silu_backward_rows(const float* z, const float* dy, float* dz, int64
 }
 inline void silu_backward_rows(const double* z, const double* dy, double* dz, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dz[i] = unary_bwd<double>(UnaryOp::Silu, z[i], 0.0, dy[i], 0.0, 0.0);
-}
-
-/// z = x * scale + shift over n elements (batch_norm_forward_cpu's expression).
-template <typename T>
-inline void bn_affine_rows(const T* x, T scale, T shift, T* z, int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) z[i] = x[i] * scale + shift;
-}
-
-/// The per-channel scale and shift of the forward: z = x * scale + shift.
-template <typename T>
-inline void bn_scale_shift(const T* mean, const T* invstd, const T* weight, const T* bias, int64_t ch, T* scale,
-                           T* shift) {
-  *scale = invstd[ch] * (weight ? weight[ch] : T(1));
-  *shift = (bias ? bias[ch] : T(0)) - mean[ch] * *scale;
 }
 
 template <typename T>
