@@ -129,13 +129,12 @@ Tensor batch_norm_silu(const Tensor& x, const Tensor& weight, const Tensor& bias
   // the fused entries cost more than the passes they save (ops_bench BM_BatchNormSiluTrain, 16 x 128
   // channels: 4 x 4 maps 0.6-0.7x, 8 x 8 1.04x, 16 x 16 and larger 1.1-1.3x).
   constexpr int64_t kBatchNormSiluMinHw = 64;
-  const engine::Backend* be = x.defined() ? &engine::backend(x.device().type) : nullptr;
   const Tensor& p0 = weight.defined() ? weight : running_mean;
   const bool large = x.defined() && x.dim() >= 2 && x.size(0) * x.size(1) > 0 &&
                      x.numel() / (x.size(0) * x.size(1)) >= kBatchNormSiluMinHw;
-  const bool fused = be && large && (training ? sync == nullptr : true) && (!p0.defined() || p0.dtype() == x.dtype()) &&
-                     be->supports(kernels::kBatchNormSiluForward, x.dtype()) &&
-                     be->supports(kernels::kBatchNormSiluBackward, x.dtype());
+  const bool fused = large && (!training || !sync) && (!p0.defined() || p0.dtype() == x.dtype()) &&
+                     engine::backend(x.device().type).supports(kernels::kBatchNormSiluForward, x.dtype()) &&
+                     engine::backend(x.device().type).supports(kernels::kBatchNormSiluBackward, x.dtype());
   if (!fused) return silu(batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps, sync));
   return batch_norm_impl(x, weight, bias, running_mean, running_var, training, momentum, eps, nullptr, true);
 }

@@ -235,17 +235,7 @@ inline void bn_scale_shift(const T* mean, const T* invstd, const T* weight, cons
   *shift = (bias ? bias[ch] : T(0)) - mean[ch] * *scale;
 }
 
-template <typename T>
-void batch_norm_forward_cpu(const T* x, const T* mean, const T* invstd, const T* weight, const T* bias, T* y,
-                            int64_t n, int64_t c, int64_t hw) {
-#pragma omp parallel for collapse(2) schedule(static) if (parallel_work(n, c, hw))
-  for (int64_t b = 0; b < n; ++b)
-    for (int64_t ch = 0; ch < c; ++ch) {
-      T scale, shift;
-      bn_scale_shift(mean, invstd, weight, bias, ch, &scale, &shift);
-      bn_affine_rows(x + (b * c + ch) * hw, scale, shift, y + (b * c + ch) * hw, hw);
-    }
-}
+
 
 template <typename T>
 void batch_norm_backward_cpu(const T* x, const T* dy, const T* mean, const T* invstd, const T* weight,
@@ -305,9 +295,8 @@ void batch_norm_update_running_cpu(const T* mean, const T* var_biased, int64_t c
 // --- BatchNorm2d + SiLU (kBatchNormSiluForward / kBatchNormSiluBackward) --------------------------
 // Rows are processed in chunks of kChunk elements (a multiple of kLanes, so every chunk starts on
 // lane 0 and the sums add the same terms in the same order as the whole-row loops above): z is
-// formed in a stack buffer by batch_norm_forward_cpu's bn_scale_shift and bn_affine_rows and SiLU
-// applied with the elementwise entries' row functions, so every value has the bits of the two-entry
-// path.
+// formed in a stack buffer by the plain forward's bn_scale_shift and bn_affine_rows and SiLU applied
+// with the elementwise entries' row functions, so every value has the bits of the two-entry path.
 constexpr int64_t kChunk = 1024;
 static_assert(kChunk % kLanes == 0);
 
@@ -325,16 +314,22 @@ inline void silu_backward_rows(const double* z, const double* dy, double* dz, in
   for (int64_t i = 0; i < n; ++i) dz[i] = unary_bwd<double>(UnaryOp::Silu, z[i], 0.0, dy[i], 0.0, 0.0);
 }
 
+/// y = z (silu: y = silu(z), the fused BN + SiLU, z formed chunk by chunk in a stack buffer).
 template <typename T>
-void batch_norm_silu_forward_cpu(const T* x, const T* mean, const T* invstd, const T* weight, const T* bias, T* y,
-                                 int64_t n, int64_t c, int64_t hw) {
+void batch_norm_forward_cpu(const T* x, const T* mean, const T* invstd, const T* weight, const T* bias, T* y,
+                            int64_t n, int64_t c, int64_t hw, bool silu) {
 #pragma omp parallel for collapse(2) schedule(static) if (parallel_work(n, c, hw))
   for (int64_t b = 0; b < n; ++b)
     for (int64_t ch = 0; ch < c; ++ch) {
-      T scale, shift, z[kChunk];
+      T scale, shift;
       bn_scale_shift(mean, invstd, weight, bias, ch, &scale, &shift);
       const T* p = x + (b * c + ch) * hw;
       T* q = y + (b * c + ch) * hw;
+      if (!silu) {
+        bn_affine_rows(p, scale, shift, q, hw);
+        continue;
+      }
+      T z[kChunk];
       for (int64_t i = 0; i < hw; i += kChunk) {
         const int64_t len = std::min(kChunk, hw - i);
         bn_affine_rows(p + i, scale, shift, z, len);
@@ -397,10 +392,7 @@ void forward_typed(const BatchNormShape& s, const T* x, const T* w, const T* b, 
     std::memcpy(mean, running_mean, static_cast<size_t>(s.c) * sizeof(T));
     batch_norm_invstd_cpu(running_var, eps, invstd, s.c);
   }
-  if (silu)
-    batch_norm_silu_forward_cpu(x, mean, invstd, w, b, y, s.n, s.c, s.hw);
-  else
-    batch_norm_forward_cpu(x, mean, invstd, w, b, y, s.n, s.c, s.hw);
+  batch_norm_forward_cpu(x, mean, invstd, w, b, y, s.n, s.c, s.hw, silu);
 }
 
 void batch_norm_forward(engine::DeviceContext&, engine::DType dt, const BatchNormShape& s, const void* x,
