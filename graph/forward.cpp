@@ -46,16 +46,17 @@ Dims dims_of(const Tensor& x) {
   return Dims{s[1], s[2], s[3]};
 }
 
-// --- the blocked layout of CPU inference (Model::blocked_forward) ---------------------------------
+// --- the blocked layout of the CPU (Model::blocked_forward) ----------------------------------------
 // Inside a blocked forward (t_block > 0 on the thread that runs the model), every convolution whose
 // output channels are a multiple of the block writes a blocked output; a convolution that reads a
 // blocked input does the same on any thread (the concurrent head's chains). Blocks convert at their
-// edges what cannot stay blocked: channel splits and concats off block boundaries, batch norms,
-// CBLinear / CBFuse, the head's raw maps.
+// edges what cannot stay blocked: channel splits and concats off block boundaries, CBLinear /
+// CBFuse, the head's raw maps. In training the conversions are differentiable (ops::to_blocked).
 
 thread_local int64_t t_block = 0;  // the channel block of the blocked forward running here (0: none)
 std::atomic<int64_t> g_blocked_forwards{0};
 std::atomic<int> g_blocked_on{-1};  // -1: not read from the environment yet
+std::atomic<int> g_blocked_train_on{-1};
 std::atomic<int> g_winograd_on{-1};
 
 /// Sets t_block for a scope (the blocked forward of one model).
@@ -180,6 +181,10 @@ void set_blocked_inference(bool on) { g_blocked_on = on ? 1 : 0; }
 
 bool blocked_inference() { return env_switch(g_blocked_on, "Y9_CPU_BLOCKED"); }
 
+void set_blocked_training(bool on) { g_blocked_train_on = on ? 1 : 0; }
+
+bool blocked_training() { return env_switch(g_blocked_train_on, "Y9_CPU_BLOCKED_TRAIN"); }
+
 int64_t blocked_forwards() { return g_blocked_forwards.load(); }
 
 void set_cpu_winograd(bool on) { g_winograd_on = on ? 1 : 0; }
@@ -254,9 +259,8 @@ Tensor Conv2d::forward_silu(const Tensor& x) const {
 
 Tensor Conv::forward(const Tensor& x) const {
   if (!bn && act == Act::SiLU) return conv->forward_silu(x);  // fused: one kernel when inferring
-  // BatchNorm2d takes plain NCHW only (a blocked forward has none; this keeps any other use right).
-  if (bn && act == Act::SiLU) return bn->forward_silu(as_plain(conv->forward(x)));  // fused BN + SiLU
-  return apply_act(bn ? bn->forward(as_plain(conv->forward(x))) : conv->forward(x), act);
+  if (bn && act == Act::SiLU) return bn->forward_silu(conv->forward(x));  // fused BN + SiLU
+  return apply_act(bn ? bn->forward(conv->forward(x)) : conv->forward(x), act);
 }
 
 void Conv::forward_into(const Tensor& x, const Tensor& out) const {
@@ -542,22 +546,11 @@ HeadOutput Detect::forward(const std::vector<Tensor>& xs) const {
 
 ModelOutput Model::forward(const Tensor& x) { return forward_impl(x, nullptr); }
 
-namespace {
-
-/// Whether m or a module below it is unfused: a BatchNorm2d, or a RepConvN with its two branches.
-bool has_unfused(const Module& m) {
-  if (dynamic_cast<const BatchNorm2d*>(&m)) return true;
-  if (const auto* r = dynamic_cast<const RepConvN*>(&m); r && !r->conv) return true;
-  for (const auto& child : m.children())
-    if (has_unfused(*child.second)) return true;
-  return false;
-}
-
-}  // namespace
-
 bool Model::blocked_forward(const Tensor& x) const {
-  return blocked_inference() && x.defined() && x.device().is_cpu() && x.dtype() == engine::DType::F32 &&
-         !engine::autograd::grad_enabled() && !training() && ops::channel_block(x.device()) > 0 && !has_unfused(*this);
+  if (!x.defined() || !x.device().is_cpu() || x.dtype() != engine::DType::F32 || ops::channel_block(x.device()) == 0)
+    return false;
+  if (engine::autograd::grad_enabled() || training()) return blocked_training();
+  return blocked_inference();
 }
 
 ModelOutput Model::forward(const Tensor& x, const LayerObserver& observe) {

@@ -81,13 +81,13 @@ class Model : public Module {
   /// multiples of 32. Training mode returns raw maps; eval mode also decodes (spec 8).
   /// When blocked_forward(x) holds, the layers keep their activations in the CPU's blocked
   /// channel layout (ops::to_blocked; issue 15 item 1) from the first convolution to the head,
-  /// whose raw maps come back plain NCHW: the outputs are those of the plain forward up to float
-  /// rounding (oneDNN's blocked convolutions may round differently; tested).
+  /// whose raw maps come back plain NCHW: the outputs, and in training the gradients, are those of
+  /// the plain forward up to float rounding (oneDNN's blocked convolutions may round differently;
+  /// tested).
   ModelOutput forward(const Tensor& x);
-  /// Whether forward(x) runs in the blocked layout: blocked_inference() is on, x is CPU F32,
-  /// no gradient is recorded (grad mode off), the model is in eval mode and fused (no BatchNorm2d
-  /// and no unfused RepConvN left: graph::fuse), and the CPU has a channel block
-  /// (ops::channel_block). The observed forward below always runs plain.
+  /// Whether forward(x) runs in the blocked layout: x is CPU F32, the CPU has a channel block
+  /// (ops::channel_block), and blocked_training() is on when the model is in train mode or grad
+  /// mode is on, blocked_inference() otherwise. The observed forward below always runs plain.
   bool blocked_forward(const Tensor& x) const;
 
   /// Called by the observed forward after each layer before the head: (layer index i, the layer
@@ -112,10 +112,15 @@ class Model : public Module {
   std::vector<bool> keep_;  ///< layer outputs read later (the save list)
 };
 
-/// Turns the blocked layout of CPU inference (Model::blocked_forward) on or off for the process;
-/// on unless the environment sets Y9_CPU_BLOCKED=0 (benchmarks and tests compare both).
+/// Turns the blocked layout of CPU inference (Model::blocked_forward in eval mode with grad mode
+/// off) on or off for the process; on unless the environment sets Y9_CPU_BLOCKED=0 (benchmarks and
+/// tests compare both).
 void set_blocked_inference(bool on);
 bool blocked_inference();
+/// The same for CPU training (Model::blocked_forward in train mode or with grad mode on); on
+/// unless the environment sets Y9_CPU_BLOCKED_TRAIN=0.
+void set_blocked_training(bool on);
+bool blocked_training();
 /// Lets the blocked forward's 3x3 stride-1 convolutions use the Winograd algorithm
 /// (ops::conv2d_blocked, kernels::Conv2dShape::winograd), or not; on unless the environment sets
 /// Y9_CPU_WINOGRAD=0.

@@ -80,6 +80,37 @@ ForwardRun run_forward(const engine::KernelKey<Fn>& key, const kernels::Conv2dSh
   return r;
 }
 
+/// Records conv2d's autograd node (when a gradient is needed) for the forward `run` of geometry `s`
+/// on x, w, bias: dx, dw and dbias from the backward entries of x's device, in the layouts of `s`
+/// (a blocked x gets a blocked dx; a blocked y takes a blocked dy).
+void record_conv_backward(const kernels::Conv2dShape& s, const Tensor& x, const Tensor& w, const Tensor& bias,
+                          const ForwardRun& run) {
+  if (!engine::autograd::needs_grad({x, w, bias})) return;
+  const Tensor &y = run.y, &xc = run.xc, &wc = run.wc;
+  const bool need_x = x.requires_grad(), need_w = w.requires_grad(), need_b = bias.defined() && bias.requires_grad();
+  engine::autograd::record_fn(
+      "Conv2dBackward", {x, w, bias}, {y}, [s, xc, wc, need_x, need_w, need_b](const std::vector<Tensor>& g) {
+        if (!g[0].defined()) return std::vector<Tensor>{Tensor(), Tensor(), Tensor()};
+        Tensor dy = engine::contiguous_nograd(g[0].to(xc.dtype()));
+        Tensor dx, dw, db;
+        const engine::DType dt = xc.dtype();
+        if (need_x) {
+          auto kd = engine::kernel(kernels::kConv2dBackwardData, dt, xc.device());
+          dx = Tensor::empty(xc.shape(), dt, xc.device());
+          kd.fn(kd.ctx, s, dt, dy.data_ptr(), wc.data_ptr(), dx.data_ptr());
+        }
+        if (need_w || need_b) {
+          // One pass computes both; the weight buffer is scratch when only the bias is needed.
+          auto kw = engine::kernel(kernels::kConv2dBackwardWeights, dt, xc.device());
+          dw = Tensor::empty(wc.shape(), dt, wc.device());
+          if (need_b) db = Tensor::empty({s.c_out}, dt, wc.device());
+          kw.fn(kw.ctx, s, dt, xc.data_ptr(), dy.data_ptr(), dw.data_ptr(), need_b ? db.data_ptr() : nullptr);
+          if (!need_w) dw = Tensor();
+        }
+        return std::vector<Tensor>{dx, dw, db};
+      });
+}
+
 /// The operands of conv2d_into / conv2d_silu_into (`op`), autocast, and their checked geometry.
 struct IntoArgs {
   Tensor x, w, bias;
@@ -131,33 +162,8 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in, std
   const Tensor x = autocast_operand(x_in), w = autocast_operand(w_in), bias = autocast_operand(bias_in);
   const kernels::Conv2dShape s = conv_shape(x, w, bias, stride, padding, dilation, groups);
   const ForwardRun run = run_forward(kernels::kConv2dForward, s, x, w, bias, Tensor());
-  const Tensor &y = run.y, &xc = run.xc, &wc = run.wc;
-
-  if (engine::autograd::needs_grad({x, w, bias})) {
-    const bool need_x = x.requires_grad(), need_w = w.requires_grad(), need_b = bias.defined() && bias.requires_grad();
-    engine::autograd::record_fn(
-        "Conv2dBackward", {x, w, bias}, {y}, [s, xc, wc, need_x, need_w, need_b](const std::vector<Tensor>& g) {
-          if (!g[0].defined()) return std::vector<Tensor>{Tensor(), Tensor(), Tensor()};
-          Tensor dy = engine::contiguous_nograd(g[0].to(xc.dtype()));
-          Tensor dx, dw, db;
-          const engine::DType dt = xc.dtype();
-          if (need_x) {
-            auto kd = engine::kernel(kernels::kConv2dBackwardData, dt, xc.device());
-            dx = Tensor::empty(xc.shape(), dt, xc.device());
-            kd.fn(kd.ctx, s, dt, dy.data_ptr(), wc.data_ptr(), dx.data_ptr());
-          }
-          if (need_w || need_b) {
-            // One pass computes both; the weight buffer is scratch when only the bias is needed.
-            auto kw = engine::kernel(kernels::kConv2dBackwardWeights, dt, xc.device());
-            dw = Tensor::empty(wc.shape(), dt, wc.device());
-            if (need_b) db = Tensor::empty({s.c_out}, dt, wc.device());
-            kw.fn(kw.ctx, s, dt, xc.data_ptr(), dy.data_ptr(), dw.data_ptr(), need_b ? db.data_ptr() : nullptr);
-            if (!need_w) dw = Tensor();
-          }
-          return std::vector<Tensor>{dx, dw, db};
-        });
-  }
-  return y;
+  record_conv_backward(s, x, w, bias, run);
+  return run.y;
 }
 
 Tensor conv2d_silu(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in, std::vector<int64_t> stride,
@@ -211,8 +217,6 @@ IntoArgs blocked_args(const char* op, const Tensor& x, const Tensor& w, const Te
   Y9_CHECK_SHAPE(x.defined() && w.defined(), op, ": undefined input or weight");
   Y9_CHECK_SHAPE(x.device().is_cpu() && x.dtype() == DType::F32, op, ": the blocked layout is CPU F32 only, got x ",
                  x.str());
-  Y9_CHECK(!engine::autograd::needs_grad({x, w, bias}), op,
-           ": inference only; call it with no gradient needed (engine::autograd::NoGradGuard)");
   IntoArgs a{x, w, bias, conv_shape(x, w, bias, stride, padding, dilation, groups, /*blocked=*/true)};
   Y9_CHECK_SHAPE(out_block == 0 || ((out_block == 8 || out_block == 16) && a.s.c_out % out_block == 0), op,
                  ": output block ", out_block, " must be 0, 8 or 16 and divide the ", a.s.c_out, " output channels");
@@ -247,8 +251,17 @@ Shape out_shape(const kernels::Conv2dShape& s) {
 Tensor conv2d_blocked(const Tensor& x, const Tensor& w, const Tensor& bias, const std::vector<int64_t>& stride,
                       const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation, int64_t groups,
                       bool silu, int64_t out_block, bool winograd) {
-  const IntoArgs a =
-      blocked_args("conv2d_blocked", x, w, bias, stride, padding, dilation, groups, out_block, winograd);
+  IntoArgs a = blocked_args("conv2d_blocked", x, w, bias, stride, padding, dilation, groups, out_block, winograd);
+  if (engine::autograd::needs_grad({x, w, bias})) {
+    // Training: the plain convolution entry in the blocked layouts (no Winograd: the backward
+    // entries are direct), its autograd node, then SiLU as its own differentiable op.
+    a.s.winograd = 0;
+    ForwardRun run{Tensor::empty(out_shape(a.s), x.dtype(), x.device()), engine::contiguous_nograd(x),
+                   engine::contiguous_nograd(w)};
+    run_blocked(a, false, run.y);
+    record_conv_backward(a.s, x, w, bias, run);
+    return silu ? ops::silu(run.y) : run.y;
+  }
   Tensor y = Tensor::empty(out_shape(a.s), x.dtype(), x.device());
   run_blocked(a, silu, y);
   return y;
@@ -262,7 +275,8 @@ void conv2d_blocked_into(const Tensor& out, const Tensor& x, const Tensor& w, co
   const IntoArgs a =
       blocked_args("conv2d_blocked_into", x, w, bias, stride, padding, dilation, groups, out_block, winograd);
   check_output("conv2d_blocked_into", out, out_shape(a.s), x, w, bias);
-  Y9_CHECK(!out.requires_grad(), "conv2d_blocked_into: the output requires grad");
+  Y9_CHECK(!engine::autograd::needs_grad({x, w, bias}) && !out.requires_grad(), "conv2d_blocked_into",
+           ": writes without autograd; call it with no gradient needed (engine::autograd::NoGradGuard)");
   run_blocked(a, silu, out);
 }
 

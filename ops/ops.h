@@ -96,16 +96,16 @@ void conv2d_silu_into(const Tensor& out, const Tensor& x, const Tensor& w, const
                       std::vector<int64_t> stride = {1, 1}, std::vector<int64_t> padding = {0, 0},
                       std::vector<int64_t> dilation = {1, 1}, int64_t groups = 1);
 
-// --- blocked channel layout (CPU inference; issue 15 item 1) ---------------------------------------
+// --- blocked channel layout (CPU inference and training; issue 15 item 1) --------------------------
 // oneDNN's nChw8c / nChw16c, held as a contiguous 5-d tensor [N, C / B, H, W, B] (channel
-// c = cb * B + lane; C a multiple of B). The convolutions of a fused model read and write it in
-// place, where a plain NCHW tensor costs a reorder of its input and its output on every call
-// (oneDNN computes in a channel-innermost layout). A channel slice at a multiple of B is
+// c = cb * B + lane; C a multiple of B). The convolutions of a model read and write it in place,
+// where a plain NCHW tensor costs a reorder of its input and its output on every call (oneDNN
+// computes in a channel-innermost layout). A channel slice at a multiple of B is
 // narrow(1, c0 / B, c / B): contiguous at batch 1, so concats and chunks of the ELAN blocks stay
 // views. Elementwise ops (add, silu, ...) and concat / narrow along dim 1 apply unchanged to two
-// blocked tensors of one block; max_pool2d, avg_pool2d and upsample_nearest take them too.
-// Inference only: nothing here records autograd; these throw engine::Error when a gradient is
-// needed, and ShapeError for a non-CPU or non-F32 tensor where noted.
+// blocked tensors of one block; batch_norm, batch_norm_silu, max_pool2d, avg_pool2d and
+// upsample_nearest take them too. Everything here is differentiable, except the *_into writes;
+// ShapeError for a non-CPU or non-F32 tensor where noted.
 
 /// The channel block the CPU's convolutions prefer (16 with AVX-512, 8 with AVX2); 0 where the
 /// blocked layout is not used (other CPUs, CUDA).
@@ -114,26 +114,29 @@ int64_t channel_block(engine::Device device);
 bool is_blocked(const Tensor& x);
 /// The NCHW shape x stands for: x's shape, or [N, C, H, W] of a blocked x.
 engine::Shape logical_shape(const Tensor& x);
-/// x [N, C, H, W] (any strides) -> contiguous [N, C / block, H, W, block]. Throws ShapeError when x
-/// is not 4-d, block is not 8 or 16, or C is not a multiple of block.
+/// x [N, C, H, W] (any strides) -> contiguous [N, C / block, H, W, block]. Exact (a copy);
+/// differentiable (the gradient converts back). Throws ShapeError when x is not 4-d, block is not 8
+/// or 16, or C is not a multiple of block.
 Tensor to_blocked(const Tensor& x, int64_t block);
-/// Blocked x -> contiguous [N, C, H, W] (a plain x is returned as is). Exact (a copy).
+/// Blocked x -> contiguous [N, C, H, W] (a plain x is returned as is). Exact (a copy);
+/// differentiable.
 Tensor from_blocked(const Tensor& x);
 /// silu(conv2d(...)) when `silu`, else conv2d(...), with x plain [N, Cin, H, W] or blocked, and the
-/// output blocked by `out_block` (8 or 16, dividing Cout) or plain (0). CPU F32 and no gradient
-/// (kernels/common/conv.h: the CPU forward entries with Conv2dShape::src_block / dst_block).
+/// output blocked by `out_block` (8 or 16, dividing Cout) or plain (0). CPU F32 (kernels/common/conv.h:
+/// the CPU entries with Conv2dShape::src_block / dst_block). Differentiable: when a gradient is
+/// needed it runs the convolution, records its backward in the same layouts (a blocked x gets a
+/// blocked gradient), then SiLU as its own op; the fused SiLU and Winograd are for inference.
 /// Values: those of the same convolution on plain tensors up to oneDNN's float rounding (a blocked
 /// layout may select another implementation). `winograd`: a 3x3 stride-1 dense convolution with
 /// SiLU, blocked in and out, may use the Winograd algorithm (kernels::Conv2dShape::winograd;
 /// F(4x4, 3x3) rounds to about 1e-5 of the output scale where the direct one is exact to 1e-7).
-/// Throws conv2d's errors, ShapeError (device, dtype, bad out_block), Error when a gradient is
-/// needed.
+/// Throws conv2d's errors, ShapeError (device, dtype, bad out_block).
 Tensor conv2d_blocked(const Tensor& x, const Tensor& w, const Tensor& bias, const std::vector<int64_t>& stride,
                       const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation, int64_t groups,
                       bool silu, int64_t out_block, bool winograd = false);
 /// conv2d_blocked into `out`: contiguous, plain [N, Cout, Ho, Wo] or blocked (its block is the
-/// output's), not overlapping a contiguous operand. Throws as conv2d_blocked and ShapeError for a
-/// bad out.
+/// output's), not overlapping a contiguous operand; no gradient. Throws as conv2d_blocked,
+/// ShapeError for a bad out, Error when a gradient is needed.
 void conv2d_blocked_into(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& bias,
                          const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
                          const std::vector<int64_t>& dilation, int64_t groups, bool silu, bool winograd = false);

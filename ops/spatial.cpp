@@ -44,10 +44,9 @@ int64_t pool_out(const Tensor& x, int64_t size, int64_t k, int64_t s, int64_t p,
   return o;
 }
 
-/// The blocked form of the spatial ops (x blocked, ops::is_blocked): CPU, no gradient.
+/// The geometry of a spatial op on a blocked x (ops::is_blocked): CPU only.
 kernels::BlockedPlane blocked_plane(const Tensor& x, int64_t ho, int64_t wo, const char* op) {
   Y9_CHECK_SHAPE(x.device().is_cpu(), op, ": a blocked x must be on the CPU, got ", x.str());
-  Y9_CHECK(!engine::autograd::needs_grad({x}), op, ": a blocked x is inference only (no gradient), got ", x.str());
   return kernels::BlockedPlane{x.size(0), x.size(1), x.size(2), x.size(3), x.size(4), ho, wo};
 }
 
@@ -62,6 +61,14 @@ Tensor blocked_pool(const Tensor& x, bool max, int64_t kernel, int64_t stride, i
   return y;
 }
 
+/// op(x) for a blocked x that needs a gradient where the blocked entries have no backward (max
+/// pooling: SPPELAN's and ADown's, on small maps): through the plain op and differentiable layout
+/// conversions.
+template <typename Op>
+Tensor blocked_with_grad(const Tensor& x, Op op) {
+  return to_blocked(op(from_blocked(x)), x.size(4));
+}
+
 }  // namespace
 
 Tensor upsample_nearest(const Tensor& x, int64_t scale) {
@@ -74,6 +81,14 @@ Tensor upsample_nearest(const Tensor& x, int64_t scale) {
     Tensor y = Tensor::empty({g.n, g.cb, g.ho, g.wo, g.block}, x.dtype(), x.device());
     auto k = engine::kernel(kernels::kBlockedUpsampleNearest, x.dtype(), x.device());
     if (y.numel() > 0) k.fn(k.ctx, x.dtype(), xc.data_ptr(), g, scale, y.data_ptr());
+    engine::autograd::record_fn("UpsampleNearestBackward", {x}, {y}, [g, scale](const std::vector<Tensor>& gr) {
+      if (!gr[0].defined()) return std::vector<Tensor>{Tensor()};
+      Tensor dy = engine::contiguous_nograd(gr[0]);
+      auto kb = engine::kernel(kernels::kBlockedUpsampleNearestBackward, dy.dtype(), dy.device());
+      Tensor dx = Tensor::empty({g.n, g.cb, g.h, g.w, g.block}, dy.dtype(), dy.device());
+      if (dx.numel() > 0) kb.fn(kb.ctx, dy.dtype(), dy.data_ptr(), g, scale, dx.data_ptr());
+      return std::vector<Tensor>{dx};
+    });
     return y;
   }
   check_nchw(x, "upsample_nearest");
@@ -93,6 +108,8 @@ Tensor upsample_nearest(const Tensor& x, int64_t scale) {
 }
 
 Tensor max_pool2d(const Tensor& x, int64_t kernel, int64_t stride, int64_t padding) {
+  if (x.defined() && is_blocked(x) && engine::autograd::needs_grad({x}))
+    return blocked_with_grad(x, [&](const Tensor& p) { return max_pool2d(p, kernel, stride, padding); });
   if (x.defined() && is_blocked(x)) return blocked_pool(x, true, kernel, stride, padding, "max_pool2d");
   check_nchw(x, "max_pool2d");
   const int64_t ho = pool_out(x, x.size(2), kernel, stride, padding, "max_pool2d");
@@ -115,7 +132,20 @@ Tensor max_pool2d(const Tensor& x, int64_t kernel, int64_t stride, int64_t paddi
 }
 
 Tensor avg_pool2d(const Tensor& x, int64_t kernel, int64_t stride, int64_t padding) {
-  if (x.defined() && is_blocked(x)) return blocked_pool(x, false, kernel, stride, padding, "avg_pool2d");
+  if (x.defined() && is_blocked(x)) {
+    Tensor y = blocked_pool(x, false, kernel, stride, padding, "avg_pool2d");
+    const kernels::BlockedPlane g = blocked_plane(x, y.size(2), y.size(3), "avg_pool2d");
+    engine::autograd::record_fn(
+        "AvgPool2dBackward", {x}, {y}, [g, kernel, stride, padding](const std::vector<Tensor>& gr) {
+          if (!gr[0].defined()) return std::vector<Tensor>{Tensor()};
+          Tensor dy = engine::contiguous_nograd(gr[0]);
+          auto kb = engine::kernel(kernels::kBlockedAvgPool2dBackward, dy.dtype(), dy.device());
+          Tensor dx = Tensor::empty({g.n, g.cb, g.h, g.w, g.block}, dy.dtype(), dy.device());
+          if (dx.numel() > 0) kb.fn(kb.ctx, dy.dtype(), dy.data_ptr(), g, kernel, stride, padding, dx.data_ptr());
+          return std::vector<Tensor>{dx};
+        });
+    return y;
+  }
   check_nchw(x, "avg_pool2d");
   const int64_t ho = pool_out(x, x.size(2), kernel, stride, padding, "avg_pool2d");
   const int64_t wo = pool_out(x, x.size(3), kernel, stride, padding, "avg_pool2d");

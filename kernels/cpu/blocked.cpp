@@ -1,5 +1,6 @@
 // CPU entries of the blocked channel layout (kernels/common/blocked.h): the preferred channel
-// block, pooling and nearest upsampling on [N, C / B, H, W, B] planes. The lanes of a block are
+// block, pooling and nearest upsampling on [N, C / B, H, W, B] planes, and the backward of average
+// pooling and upsampling. The lanes of a block are
 // the innermost loop, so each window step is one vector operation over B channels.
 #include <algorithm>
 #include <cstdlib>
@@ -39,6 +40,40 @@ int64_t preferred_block(DeviceContext&) {
     return has(dnnl::cpu_isa::avx512_core) ? int64_t(16) : has(dnnl::cpu_isa::avx2) ? int64_t(8) : int64_t(0);
   }();
   return block;
+}
+
+/// One (sample, channel block) plane: plain rows of hw -> [hw, B] (to_blocked), or the reverse.
+template <typename T, int B>
+void reorder_plane(const T* x, int64_t hw, bool to_blocked, T* y) {
+  constexpr int64_t kTile = 64;  // pixels per tile: B rows of kTile stay in L1
+  for (int64_t i0 = 0; i0 < hw; i0 += kTile) {
+    const int64_t i1 = std::min(hw, i0 + kTile);
+    if (to_blocked) {
+      for (int64_t i = i0; i < i1; ++i)
+        for (int64_t l = 0; l < B; ++l) y[i * B + l] = x[l * hw + i];
+    } else {
+      for (int64_t l = 0; l < B; ++l)
+        for (int64_t i = i0; i < i1; ++i) y[l * hw + i] = x[i * B + l];
+    }
+  }
+}
+
+template <typename T, int B>
+void reorder_planes(const T* x, int64_t n, int64_t c, int64_t hw, bool to_blocked, T* y) {
+  const int64_t planes = n * (c / B), size = hw * B;
+#pragma omp parallel for schedule(static) if (par_for(planes * size))
+  for (int64_t p = 0; p < planes; ++p) reorder_plane<T, B>(x + p * size, hw, to_blocked, y + p * size);
+}
+
+void reorder(DeviceContext&, DType dt, const void* x, int64_t n, int64_t c, int64_t hw, int64_t block, bool to_blocked,
+             void* y) {
+  float_or_double(dt, [&](auto t) {
+    using T = decltype(t);
+    if (block == 16)
+      reorder_planes<T, 16>(static_cast<const T*>(x), n, c, hw, to_blocked, static_cast<T*>(y));
+    else
+      reorder_planes<T, 8>(static_cast<const T*>(x), n, c, hw, to_blocked, static_cast<T*>(y));
+  });
 }
 
 /// One output row of a blocked pooling: `B` lanes (a compile-time block when B > 0, else g.block).
@@ -110,12 +145,71 @@ void upsample_fwd(DeviceContext&, DType dt, const void* x, const BlockedPlane& g
   });
 }
 
+void avg_pool_bwd(DeviceContext&, DType dt, const void* dy, const BlockedPlane& g, int64_t k, int64_t stride,
+                  int64_t pad, void* dx) {
+  float_or_double(dt, [&](auto t) {
+    using T = decltype(t);
+    const T* gs = static_cast<const T*>(dy);
+    T* ds = static_cast<T*>(dx);
+    const int64_t planes = g.n * g.cb, lanes = g.block;
+    const T inv = T(1) / static_cast<T>(k * k);
+#pragma omp parallel for schedule(static) if (par_for(planes * g.h * g.w * lanes))
+    for (int64_t p = 0; p < planes; ++p) {
+      T* dp = ds + p * g.h * g.w * lanes;
+      std::fill(dp, dp + g.h * g.w * lanes, T(0));
+      const T* gp = gs + p * g.ho * g.wo * lanes;
+      for (int64_t oh = 0; oh < g.ho; ++oh) {
+        const int64_t h0 = pool_window_begin(oh, stride, pad), h1 = pool_window_end(oh, k, stride, pad, g.h);
+        for (int64_t ow = 0; ow < g.wo; ++ow) {
+          const int64_t w0 = pool_window_begin(ow, stride, pad), w1 = pool_window_end(ow, k, stride, pad, g.w);
+          const T* v = gp + (oh * g.wo + ow) * lanes;
+          T vs[64];
+          for (int64_t l = 0; l < lanes; ++l) vs[l] = v[l] * inv;
+          for (int64_t h = h0; h < h1; ++h)
+            for (int64_t w = w0; w < w1; ++w) {
+              T* q = dp + (h * g.w + w) * lanes;
+              for (int64_t l = 0; l < lanes; ++l) q[l] += vs[l];
+            }
+        }
+      }
+    }
+  });
+}
+
+void upsample_bwd(DeviceContext&, DType dt, const void* dy, const BlockedPlane& g, int64_t s, void* dx) {
+  float_or_double(dt, [&](auto t) {
+    using T = decltype(t);
+    const T* gs = static_cast<const T*>(dy);
+    T* ds = static_cast<T*>(dx);
+    const int64_t rows = g.n * g.cb * g.h, lanes = g.block;
+#pragma omp parallel for schedule(static) if (par_for(rows * g.wo * s * lanes))
+    for (int64_t r = 0; r < rows; ++r) {
+      T* dst = ds + r * g.w * lanes;
+      const int64_t i = r % g.h, p = r / g.h;
+      std::fill(dst, dst + g.w * lanes, T(0));
+      for (int64_t a = 0; a < s; ++a) {
+        const T* src = gs + (p * g.ho + i * s + a) * g.wo * lanes;
+        for (int64_t w = 0; w < g.w; ++w) {
+          T acc[64];
+          for (int64_t l = 0; l < lanes; ++l) acc[l] = T(0);
+          for (int64_t b = 0; b < s; ++b)
+            for (int64_t l = 0; l < lanes; ++l) acc[l] += src[(w * s + b) * lanes + l];
+          for (int64_t l = 0; l < lanes; ++l) dst[w * lanes + l] += acc[l];
+        }
+      }
+    }
+  });
+}
+
 }  // namespace
 
 Y9_REGISTER_KERNELS(engine::DeviceType::CPU, b) {
   b.add(kPreferredChannelBlock, &preferred_block, engine::kF32F64);
   b.add(kBlockedPool2d, &pool_fwd, engine::kF32F64);
   b.add(kBlockedUpsampleNearest, &upsample_fwd, engine::kF32F64);
+  b.add(kBlockedReorder, &reorder, engine::kF32F64);
+  b.add(kBlockedAvgPool2dBackward, &avg_pool_bwd, engine::kF32F64);
+  b.add(kBlockedUpsampleNearestBackward, &upsample_bwd, engine::kF32F64);
 }
 
 }  // namespace kernels::cpu

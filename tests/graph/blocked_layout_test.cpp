@@ -16,6 +16,7 @@
 #include "graph/fuse.h"
 #include "graph/model.h"
 #include "ops/ops.h"
+#include "ops/reduce.h"
 #include "tests/graph/graph_ref_util.h"
 #include "tests/testutil.h"
 
@@ -26,6 +27,16 @@ using engine::Tensor;
 using testutil::same_bits;
 
 std::string cfg(const std::string& file) { return std::string(Y9_SOURCE_DIR) + "/configs/models/" + file; }
+
+/// Sets the process-wide blocked switch of training for a scope.
+class BlockedTrainingSwitch {
+ public:
+  explicit BlockedTrainingSwitch(bool on) : prev_(graph::blocked_training()) { graph::set_blocked_training(on); }
+  ~BlockedTrainingSwitch() { graph::set_blocked_training(prev_); }
+
+ private:
+  bool prev_;
+};
 
 /// Restores the process-wide blocked switch after a test.
 class BlockedSwitch {
@@ -143,12 +154,62 @@ TEST(BlockedLayout, ConvIntoABlockedSliceAndErrors) {
   EXPECT_THROW(ops::conv2d(x, w, b, {1}, {1}), engine::ShapeError);
   engine::autograd::set_grad_enabled(true);
   const Tensor wg = w.clone().set_requires_grad(true);
-  EXPECT_THROW(ops::conv2d_blocked(x, wg, b, {1}, {1}, {1}, 1, true, 8), engine::Error);  // inference only
-  EXPECT_THROW(ops::max_pool2d(ops::to_blocked(testutil::random_tensor({1, 8, 4, 4}, 10, -1, 1, DType::F32), 8)
-                                   .set_requires_grad(true),
-                               3, 1, 1),
-               engine::Error);
+  EXPECT_THROW(ops::conv2d_blocked_into(Tensor::empty({1, 2, 6, 5, 8}), x, wg, b, {1}, {1}, {1}, 1, true),
+               engine::Error);  // writes without autograd
   engine::autograd::set_grad_enabled(false);
+}
+
+// In training the blocked convolution and the blocked spatial ops are differentiable: their
+// gradients of input, weight and bias match those of the plain ops (the blocked input's gradient
+// comes back blocked), for blocked and plain outputs, with SiLU or not.
+TEST(BlockedLayout, GradientsMatchThePlainOps) {
+  struct Grads {
+    Tensor y, dx, dw, db;
+  };
+  const Tensor x0 = testutil::random_tensor({2, 16, 7, 6}, 31, -1, 1, DType::F32);
+  const Tensor w0 = testutil::random_tensor({16, 8, 3, 3}, 32, -0.3, 0.3, DType::F32);  // groups 2
+  const Tensor b0 = testutil::random_tensor({16}, 33, -0.5, 0.5, DType::F32);
+  for (int64_t block : {8, 16}) {
+    for (int64_t out_block : {int64_t(0), block})
+      for (bool silu : {false, true}) {
+        const auto run = [&](bool blocked) {
+          Tensor x = blocked ? ops::to_blocked(x0, block) : x0.clone();
+          x.set_requires_grad(true);
+          const Tensor w = w0.clone().set_requires_grad(true), b = b0.clone().set_requires_grad(true);
+          Tensor y = blocked ? ops::conv2d_blocked(x, w, b, {2}, {1}, {1}, 2, silu, out_block)
+                             : ops::conv2d(x, w, b, {2}, {1}, {1}, 2);
+          if (!blocked && silu) y = ops::silu(y);
+          EXPECT_EQ(ops::is_blocked(y), blocked && out_block > 0);
+          const Tensor yp = ops::from_blocked(y);
+          ops::sum(ops::mul(yp, testutil::random_tensor(yp.shape(), 34, -1, 1, DType::F32))).backward();
+          EXPECT_EQ(ops::is_blocked(x.grad()), blocked);
+          return Grads{yp.detach(), ops::from_blocked(x.grad()), w.grad(), b.grad()};
+        };
+        const Grads p = run(false), q = run(true);
+        const std::string what = "block " + std::to_string(block) + " out_block " + std::to_string(out_block) +
+                                 " silu " + std::to_string(silu);
+        EXPECT_LT(scaled_error(q.y, p.y), 1e-6) << what;
+        EXPECT_LT(scaled_error(q.dx, p.dx), 1e-5) << what;
+        EXPECT_LT(scaled_error(q.dw, p.dw), 1e-5) << what;
+        EXPECT_LT(scaled_error(q.db, p.db), 1e-5) << what;
+      }
+    // Pooling and upsampling of a blocked x: the plain ops' gradients, blocked.
+    for (int op = 0; op < 3; ++op) {
+      const auto apply = [op](const Tensor& t) {
+        return op == 0 ? ops::max_pool2d(t, 3, 2, 1) : op == 1 ? ops::avg_pool2d(t, 2, 1, 0) : ops::upsample_nearest(t, 2);
+      };
+      Tensor xp = x0.clone().set_requires_grad(true), xb = ops::to_blocked(x0, block);
+      xb.set_requires_grad(true);
+      const Tensor yp = apply(xp), yb = apply(xb);
+      ASSERT_TRUE(ops::is_blocked(yb));
+      const Tensor r = testutil::random_tensor(yp.shape(), 35, -1, 1, DType::F32);
+      ops::sum(ops::mul(yp, r)).backward();
+      ops::sum(ops::mul(ops::from_blocked(yb), r)).backward();
+      EXPECT_TRUE(same_bits(ops::from_blocked(yb).contiguous(), yp.contiguous())) << op;
+      ASSERT_TRUE(ops::is_blocked(xb.grad()));
+      EXPECT_TRUE(same_bits(ops::from_blocked(xb.grad()).contiguous(), xp.grad().contiguous())) << op;
+    }
+  }
 }
 
 /// The worst scaled_error over the raw maps and decoded outputs of two forwards (raw maps plain).
@@ -193,6 +254,7 @@ TEST(BlockedLayout, FusedModelsMatchThePlainForward) {
       // the in-place concat runs; nothing requires grad, so the same fused kernels do).
       graph::ModelOutput plain, other, nudged;
       {
+        BlockedTrainingSwitch plain_training(false);
         EXPECT_FALSE(model->blocked_forward(x)) << what;
         const int64_t n0 = graph::blocked_forwards(), c0 = graph::in_place_concats();
         plain = model->forward(x);
@@ -233,25 +295,111 @@ TEST(BlockedLayout, FusedModelsMatchThePlainForward) {
   }
 }
 
-// The blocked forward runs only where its conditions hold: not unfused, not in train mode, not
-// with grad mode on, not for F64, not observed.
-TEST(BlockedLayout, OnlyFusedCpuF32InferenceRunsBlocked) {
+// One training step of a whole model, forward and backward, in the blocked layout and plain NCHW
+// (issue 15's acceptance: "a test runs the whole yolov9-t forward and backward in both layouts and
+// compares"): the raw head maps, every parameter's gradient and every BatchNorm running stat agree
+// within float rounding, while another input moves them far more.
+struct TrainStep {
+  std::vector<Tensor> raw, grads, buffers;
+};
+
+TrainStep train_step(graph::Model& model, const Tensor& x, const std::vector<std::pair<std::string, Tensor>>& start,
+                     bool blocked) {
+  BlockedTrainingSwitch sw(blocked);
+  {
+    engine::autograd::NoGradGuard ng;
+    auto buffers = model.named_buffers();
+    for (size_t i = 0; i < buffers.size(); ++i) Tensor(buffers[i].second).copy_(start[i].second);
+  }
+  for (auto& [name, p] : model.named_parameters()) p.set_grad(Tensor());
+  EXPECT_EQ(model.blocked_forward(x), blocked);
+  const int64_t n0 = graph::blocked_forwards();
+  const graph::ModelOutput out = model.forward(x);
+  EXPECT_EQ(graph::blocked_forwards(), n0 + (blocked ? 1 : 0));
+  // A scalar of every raw map: sum of raw * a fixed random weight (seeded by its position).
+  TrainStep r;
+  Tensor loss;
+  int64_t seed = 100;
+  for (const auto& branch : out.raw)
+    for (const Tensor& m : branch) {
+      EXPECT_FALSE(ops::is_blocked(m));
+      const Tensor w = testutil::random_tensor(m.shape(), seed++, -1, 1, DType::F32);
+      const Tensor term = ops::sum(ops::mul(m, w));
+      loss = loss.defined() ? ops::add(loss, term) : term;
+      r.raw.push_back(m.detach());
+    }
+  loss.backward();
+  for (auto& [name, p] : model.named_parameters()) {
+    if (!p.requires_grad()) continue;  // the DFL's fixed projection
+    EXPECT_TRUE(p.grad().defined()) << name;
+    r.grads.push_back(p.grad().defined() ? p.grad().clone() : Tensor());
+  }
+  for (auto& [name, b] : model.named_buffers()) r.buffers.push_back(b.clone());
+  return r;
+}
+
+/// The largest scaled_error over matching tensors (undefined ones skipped).
+double max_error(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double e = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    if (a[i].defined() && b[i].defined()) e = std::max(e, scaled_error(a[i], b[i]));
+  return e;
+}
+
+TEST(BlockedLayout, WholeModelTrainingStepMatchesPlain) {
+  if (ops::channel_block(engine::Device::cpu()) == 0) GTEST_SKIP() << "no blocked layout on this CPU";
+  testutil::OmpThreads threads(2);
+  for (const char* yaml : {"yolov9-t.yaml", "gelan-t.yaml"}) {
+    auto model = graph::Model::from_yaml(cfg(yaml));
+    model->train();
+    std::vector<std::pair<std::string, Tensor>> start;
+    for (auto& [name, b] : model->named_buffers()) start.emplace_back(name, b.clone());
+    const Tensor x = testutil::random_tensor({2, 3, 64, 64}, 21, 0, 1, DType::F32);
+    const TrainStep plain = train_step(*model, x, start, false);
+    const TrainStep blocked = train_step(*model, x, start, true);
+    const TrainStep other =
+        train_step(*model, testutil::random_tensor({2, 3, 64, 64}, 22, 0, 1, DType::F32), start, false);
+    const double e_raw = max_error(blocked.raw, plain.raw), e_grad = max_error(blocked.grads, plain.grads),
+                 e_buf = max_error(blocked.buffers, plain.buffers);
+    const double m_raw = max_error(other.raw, plain.raw), m_grad = max_error(other.grads, plain.grads);
+    std::printf("  %s: blocked vs plain scaled error: raw maps %.2e, gradients %.2e, buffers %.2e "
+                "(another input: %.2e, %.2e)\n", yaml, e_raw, e_grad, e_buf, m_raw, m_grad);
+    EXPECT_LT(e_raw, 1e-4) << yaml;
+    EXPECT_LT(e_grad, 1e-3) << yaml;
+    EXPECT_LT(e_buf, 1e-4) << yaml;
+    EXPECT_GT(m_raw, 1e-2) << yaml;
+    EXPECT_GT(m_grad, 1e-2) << yaml;
+  }
+}
+
+// The blocked forward runs only where its conditions hold: CPU F32, its switch on (inference's in
+// eval mode with grad mode off, training's otherwise), not observed.
+TEST(BlockedLayout, OnlyCpuF32ForwardsWithTheirSwitchOnRunBlocked) {
   if (ops::channel_block(engine::Device::cpu()) == 0) GTEST_SKIP() << "no blocked layout on this CPU";
   BlockedSwitch on(true);
+  BlockedTrainingSwitch training_on(true);
   auto model = graph::Model::from_yaml(cfg("gelan-t.yaml"));
   model->eval();
   const Tensor x = testutil::random_tensor({1, 3, 64, 64}, 12, 0, 1, DType::F32);
   {
     engine::autograd::NoGradGuard ng;
-    EXPECT_FALSE(model->blocked_forward(x));  // BatchNorm2d left
+    EXPECT_TRUE(model->blocked_forward(x));  // unfused (BatchNorm2d left) too
+    graph::set_blocked_inference(false);
+    EXPECT_FALSE(model->blocked_forward(x));
+    graph::set_blocked_inference(true);
   }
   graph::fuse(*model);
-  EXPECT_FALSE(model->blocked_forward(x));  // grad mode on
+  EXPECT_TRUE(model->blocked_forward(x));  // grad mode on: the training switch
+  graph::set_blocked_training(false);
+  EXPECT_FALSE(model->blocked_forward(x));
   engine::autograd::NoGradGuard ng;
   EXPECT_TRUE(model->blocked_forward(x));
   EXPECT_FALSE(model->blocked_forward(x.to(DType::F64)));
   model->train();
   EXPECT_FALSE(model->blocked_forward(x));
+  graph::set_blocked_training(true);
+  EXPECT_TRUE(model->blocked_forward(x));
   model->eval();
   const int64_t n0 = graph::blocked_forwards();
   int layers = 0;
