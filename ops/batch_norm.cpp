@@ -1,7 +1,7 @@
-// batch_norm (BatchNorm2d) and batch_norm_silu (BatchNorm2d then SiLU, fused): argument checks,
-// dispatch through the backend of x's device (kernels/common/batch_norm.h: statistics, running-stat
-// update and normalisation in one entry), and the autograd node for x, weight and bias. The running
-// stats are updated in place, outside autograd.
+// batch_norm (BatchNorm2d) and batch_norm_silu (BatchNorm2d then SiLU, fused) on NCHW or blocked
+// (ops/ops.h) x: argument checks, dispatch through the backend of x's device
+// (kernels/common/batch_norm.h: statistics, running-stat update and normalisation in one entry), and
+// the autograd node for x, weight and bias. The running stats are updated in place, outside autograd.
 #include "engine/autograd.h"
 #include "kernels/common/batch_norm.h"
 #include "ops/dispatch.h"
@@ -31,6 +31,15 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias
   Y9_CHECK_SHAPE(x.defined() && x.dim() >= 2, "batch_norm: x must be [N,C,...] (NCHW), got ",
                  x.defined() ? x.str() : "undefined");
   engine::check_same_device({x, weight, bias, running_mean, running_var}, "batch_norm");
+  const bool blocked = is_blocked(x);
+  Y9_CHECK_SHAPE(!blocked || x.device().is_cpu(), "batch_norm: a blocked x ", x.str(), " must be on the CPU");
+  if (blocked && training && sync && sync->fn) {
+    // Synchronised BatchNorm has no blocked kernel: the plain one, through differentiable
+    // conversions (silu is never set here: batch_norm_silu does not fuse with sync).
+    return to_blocked(batch_norm(from_blocked(x), weight, bias, running_mean, running_var, training, momentum, eps,
+                                 sync),
+                      x.size(4));
+  }
   const Tensor& p0 = weight.defined() ? weight : running_mean;
   if (p0.defined() && p0.dtype() == DType::F32 && (x.dtype() == DType::F16 || x.dtype() == DType::BF16)) {
     // Mixed precision (autocast, ops/autocast.h): F16/BF16 activations with FP32 parameters and
@@ -38,11 +47,14 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias
     // FP32 (FP32 statistics, FP32 parameter gradients) and rounded back to x's dtype; the casts
     // are differentiable, so dx comes back in x's dtype.
     // TODO(autocast): a mixed-dtype kernel (T activations, FP32 parameters) would save the FP32
-    // copy of x that this keeps for the backward.
+    // copy of x that this keeps for the backward. A blocked x stays blocked (the casts are
+    // elementwise): the F32 blocked kernels normalise it.
     return batch_norm(x.to(DType::F32), weight, bias, running_mean, running_var, training, momentum, eps, sync)
         .to(x.dtype());
   }
-  const int64_t n = x.size(0), c = x.size(1), hw = n * c > 0 ? x.numel() / (n * c) : 0;
+  // Blocked x [N, C / B, H, W, B]: the kernels' [n, c / B, hw, B] (kernels/common/batch_norm.h).
+  const int64_t n = x.size(0), c = blocked ? x.size(1) * x.size(4) : x.size(1);
+  const int64_t hw = blocked ? x.size(2) * x.size(3) : n * c > 0 ? x.numel() / (n * c) : 0;
   check_param(weight, x, c, "weight");
   check_param(bias, x, c, "bias");
   check_param(running_mean, x, c, "running_mean");
@@ -67,7 +79,7 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias
   Tensor mean = Tensor::empty({c}, x.dtype(), x.device());
   Tensor invstd = Tensor::empty({c}, x.dtype(), x.device());
   Tensor y = Tensor::empty(xc.shape(), x.dtype(), x.device());
-  const kernels::BatchNormShape shape{n, c, hw};
+  const kernels::BatchNormShape shape{n, c, hw, blocked ? x.size(4) : 0};
   if (silu) {
     auto k = engine::kernel(kernels::kBatchNormSiluForward, x.dtype(), x.device());
     k.fn(k.ctx, x.dtype(), shape, xc.data_ptr(), ptr_or_null(wc), ptr_or_null(bc), ptr_or_null(rm),
@@ -130,8 +142,9 @@ Tensor batch_norm_silu(const Tensor& x, const Tensor& weight, const Tensor& bias
   // channels: 4 x 4 maps 0.6-0.7x, 8 x 8 1.04x, 16 x 16 and larger 1.1-1.3x).
   constexpr int64_t kBatchNormSiluMinHw = 64;
   const Tensor& p0 = weight.defined() ? weight : running_mean;
-  const bool large = x.defined() && x.dim() >= 2 && x.size(0) * x.size(1) > 0 &&
-                     x.numel() / (x.size(0) * x.size(1)) >= kBatchNormSiluMinHw;
+  // Elements per run: h * w of a blocked x (its B lanes are B channels).
+  const int64_t runs = x.defined() && x.dim() >= 2 ? x.size(0) * x.size(1) * (is_blocked(x) ? x.size(4) : 1) : 0;
+  const bool large = runs > 0 && x.numel() / runs >= kBatchNormSiluMinHw;
   const bool fused = large && (!training || !sync) && (!p0.defined() || p0.dtype() == x.dtype()) &&
                      engine::backend(x.device().type).supports(kernels::kBatchNormSiluForward, x.dtype()) &&
                      engine::backend(x.device().type).supports(kernels::kBatchNormSiluBackward, x.dtype());

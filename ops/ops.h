@@ -149,6 +149,12 @@ void conv2d_blocked_into(const Tensor& out, const Tensor& x, const Tensor& w, co
 /// F16/BF16 x with F32 parameters (autocast): normalised in FP32, the output in x's dtype.
 /// `sync` (training; kernels/common/batch_norm.h): synchronised BatchNorm over every rank's batch
 /// (official SyncBatchNorm); it must outlive the backward. nullptr: this batch only.
+/// Blocked x (is_blocked: [N, C / B, H, W, B], CPU; C = x.size(1) * B): normalised in that layout
+/// by the CPU's blocked kernels (F32/F64; the values of the plain layout up to the order of the
+/// sums, deterministic for any thread count); y and x's gradient have x's blocked shape. With
+/// `sync` in training it is computed on the plain layout through from_blocked / to_blocked. Any
+/// other 5-d x with a last dim of 8 or 16 is taken as blocked. Throws ShapeError for a blocked x
+/// off the CPU.
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                   const Tensor& running_var, bool training, double momentum, double eps,
                   const kernels::BatchNormSync* sync = nullptr);
@@ -160,7 +166,9 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
 /// recomputes z from x), with the bits of the two-op form on that backend: the same outputs,
 /// gradients and running stats (for an incoming gradient with contiguous rows, as inside the model:
 /// the CPU's two-op SiLU backward rounds strided rows with the scalar e^x), one activation less
-/// kept per block and fewer passes over it. Otherwise it is the two ops.
+/// kept per block and fewer passes over it. Otherwise it is the two ops. A blocked x (as
+/// batch_norm; its runs are H x W) stays blocked, fused or not, with the same bits as the two ops
+/// on it.
 Tensor batch_norm_silu(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                        const Tensor& running_var, bool training, double momentum, double eps,
                        const kernels::BatchNormSync* sync = nullptr);

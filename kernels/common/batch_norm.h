@@ -1,4 +1,5 @@
-// Kernel entries of BatchNorm2d over contiguous NCHW buffers (x viewed as [n, c, hw]).
+// Kernel entries of BatchNorm2d over contiguous NCHW buffers (x viewed as [n, c, hw]) or, on the
+// CPU, the blocked channel layout (ops/ops.h: x viewed as [n, c / B, hw, B]).
 // Source: Ioffe & Szegedy, "Batch Normalization" (ICML 2015); PyTorch BatchNorm conventions
 // (biased batch variance to normalise, unbiased n/(n-1) variance into running_var).
 #pragma once
@@ -8,8 +9,17 @@
 
 namespace kernels {
 
+/// The layout of x, y, dy and dx (contiguous, dtype of the entry); weight, bias, the running stats,
+/// mean and invstd are always [c].
+/// block == 0: plain NCHW viewed as [n, c, hw].
+/// block == B (8 or 16; CPU only, F32/F64): the blocked channel layout (oneDNN nChw8c / nChw16c)
+/// viewed as [n, c / B, hw, B], channel ch = cb * B + lane; c must be a multiple of B. Same math as
+/// the plain layout (not the same bits: the sums add in another order), deterministic for any
+/// thread count; no `sync` (the CPU entries throw ShapeError). The CUDA entries throw ShapeError
+/// for block != 0.
 struct BatchNormShape {
   int64_t n, c, hw;
+  int64_t block = 0;
 };
 
 /// Synchronised BatchNorm (data-parallel `--sync-bn`; official torch.nn.SyncBatchNorm): the

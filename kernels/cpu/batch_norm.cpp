@@ -1,9 +1,12 @@
 // CPU BatchNorm2d entries (kernels/common/batch_norm.h) over contiguous NCHW buffers, threaded over
-// channels; each channel's reductions run in a fixed order in double, so results are bitwise
-// reproducible for any thread count. Also BatchNorm2d + SiLU fused (the Conv block's training form).
+// channels, and over the blocked channel layout (BatchNormShape::block), threaded over (sample,
+// channel block) planes; each channel's reductions run in a fixed order in double, so results are
+// bitwise reproducible for any thread count. Also BatchNorm2d + SiLU fused (the Conv block's
+// training form).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/common/batch_norm.h"
@@ -374,6 +377,282 @@ void batch_norm_silu_backward_cpu(const T* x, const T* dy, const T* mean, const 
   }
 }
 
+// --- blocked channel layout (BatchNormShape::block = B > 0) ---------------------------------------
+// x is [n, c / B, hw, B]: the (sample b, block cb) plane holds hw positions of the B channels
+// cb * B .. cb * B + B - 1, one per lane. A pass runs in parallel over the n * c / B planes (a
+// 16-channel layer is one block: the samples give the work), each plane's sums go to the B lanes of
+// its slot in an [n, c] array of doubles (slot b * c + cb * B + lane), and every channel's slots are
+// then added over b = 0, 1, ..., n - 1: a fixed order, so bitwise the same for any thread count.
+// Within a plane, position p goes to accumulator row p % R (R rows of B doubles: independent adds
+// that vectorise over the lanes), the rows added in a fixed tree at the end (rows_total). The inner
+// loops run over the B contiguous lanes with per-lane coefficient arrays: no division or modulo per
+// element.
+
+/// The rows of a plane sum (R of B doubles) added into out[B]: R = 1, 2 or 4, fixed tree.
+template <int B, int R>
+inline void rows_total(const double* acc, double* out) {
+  for (int l = 0; l < B; ++l) {
+    if constexpr (R == 1)
+      out[l] = acc[l];
+    else if constexpr (R == 2)
+      out[l] = acc[l] + acc[B + l];
+    else
+      out[l] = (acc[l] + acc[B + l]) + (acc[2 * B + l] + acc[3 * B + l]);
+  }
+}
+
+// Rows of the one-operand sums (32 doubles of accumulators) and of the backward's two sums (16 each).
+template <int B>
+constexpr int kSumRows = 32 / B;
+template <int B>
+constexpr int kDyRows = 16 / B;
+
+// Sum of each lane over npos positions of p (p[pos * B + lane]) into acc[kSumRows][B].
+template <int B, typename T>
+[[gnu::always_inline]] inline void plane_sum_impl(const T* p, int64_t npos, double* acc) {
+  constexpr int R = kSumRows<B>;
+  int64_t i = 0;
+  for (; i + R <= npos; i += R)
+    for (int r = 0; r < R; ++r)
+      for (int l = 0; l < B; ++l) acc[r * B + l] += static_cast<double>(p[(i + r) * B + l]);
+  for (int r = 0; i < npos; ++i, ++r)
+    for (int l = 0; l < B; ++l) acc[r * B + l] += static_cast<double>(p[i * B + l]);
+}
+
+// Sum of (p - mu[lane])^2 of each lane into acc[kSumRows][B].
+template <int B, typename T>
+[[gnu::always_inline]] inline void plane_sq_dev_impl(const T* p, int64_t npos, const double* mu, double* acc) {
+  constexpr int R = kSumRows<B>;
+  int64_t i = 0;
+  for (; i + R <= npos; i += R)
+    for (int r = 0; r < R; ++r)
+      for (int l = 0; l < B; ++l) {
+        const double d = static_cast<double>(p[(i + r) * B + l]) - mu[l];
+        acc[r * B + l] += d * d;
+      }
+  for (int r = 0; i < npos; ++i, ++r)
+    for (int l = 0; l < B; ++l) {
+      const double d = static_cast<double>(p[i * B + l]) - mu[l];
+      acc[r * B + l] += d * d;
+    }
+}
+
+// sum dy into a0, sum dy * (x - mu) * is into a1 (each [kDyRows][B]), per lane. npos is a multiple
+// of kDyRows except for a plane's last run, so chunked calls add as one whole-plane call.
+template <int B, typename T>
+[[gnu::always_inline]] inline void plane_dy_sums_impl(const T* px, const T* pd, int64_t npos, const double* mu,
+                                                      const double* is, double* a0, double* a1) {
+  constexpr int R = kDyRows<B>;
+  int64_t i = 0;
+  for (; i + R <= npos; i += R)
+    for (int r = 0; r < R; ++r)
+      for (int l = 0; l < B; ++l) {
+        const int64_t e = (i + r) * B + l;
+        const double d = static_cast<double>(pd[e]);
+        a0[r * B + l] += d;
+        a1[r * B + l] += d * (static_cast<double>(px[e]) - mu[l]) * is[l];
+      }
+  for (int r = 0; i < npos; ++i, ++r)
+    for (int l = 0; l < B; ++l) {
+      const int64_t e = i * B + l;
+      const double d = static_cast<double>(pd[e]);
+      a0[r * B + l] += d;
+      a1[r * B + l] += d * (static_cast<double>(px[e]) - mu[l]) * is[l];
+    }
+}
+
+// Baseline and AVX2 forms, picked at run time (as sum_run and the others above).
+template <int B, typename T>
+void plane_sum_base(const T* p, int64_t npos, double* acc) { plane_sum_impl<B>(p, npos, acc); }
+template <int B, typename T>
+Y9_BN_AVX2 void plane_sum_avx2(const T* p, int64_t npos, double* acc) { plane_sum_impl<B>(p, npos, acc); }
+template <int B, typename T>
+void plane_sq_dev_base(const T* p, int64_t npos, const double* mu, double* acc) {
+  plane_sq_dev_impl<B>(p, npos, mu, acc);
+}
+template <int B, typename T>
+Y9_BN_AVX2 void plane_sq_dev_avx2(const T* p, int64_t npos, const double* mu, double* acc) {
+  plane_sq_dev_impl<B>(p, npos, mu, acc);
+}
+template <int B, typename T>
+void plane_dy_sums_base(const T* px, const T* pd, int64_t npos, const double* mu, const double* is, double* a0,
+                        double* a1) {
+  plane_dy_sums_impl<B>(px, pd, npos, mu, is, a0, a1);
+}
+template <int B, typename T>
+Y9_BN_AVX2 void plane_dy_sums_avx2(const T* px, const T* pd, int64_t npos, const double* mu, const double* is,
+                                   double* a0, double* a1) {
+  plane_dy_sums_impl<B>(px, pd, npos, mu, is, a0, a1);
+}
+
+/// Whole-plane sum of each lane into out[B].
+template <int B, typename T>
+void plane_sum(const T* p, int64_t npos, double* out) {
+  double acc[kSumRows<B> * B] = {};
+  bn_avx2() ? plane_sum_avx2<B>(p, npos, acc) : plane_sum_base<B>(p, npos, acc);
+  rows_total<B, kSumRows<B>>(acc, out);
+}
+/// Whole-plane sum of squared deviations from mu[lane] into out[B].
+template <int B, typename T>
+void plane_sq_dev(const T* p, int64_t npos, const double* mu, double* out) {
+  double acc[kSumRows<B> * B] = {};
+  bn_avx2() ? plane_sq_dev_avx2<B>(p, npos, mu, acc) : plane_sq_dev_base<B>(p, npos, mu, acc);
+  rows_total<B, kSumRows<B>>(acc, out);
+}
+/// Backward sums of npos positions added into the accumulators a0, a1 ([kDyRows][B] each).
+template <int B, typename T>
+void plane_dy_sums(const T* px, const T* pd, int64_t npos, const double* mu, const double* is, double* a0,
+                   double* a1) {
+  bn_avx2() ? plane_dy_sums_avx2<B>(px, pd, npos, mu, is, a0, a1) : plane_dy_sums_base<B>(px, pd, npos, mu, is, a0, a1);
+}
+
+/// Per channel, the sum over the samples (b = 0 .. n-1, in order) of the plane slots part[b * c + ch].
+inline void add_over_samples(const std::vector<double>& part, int64_t n, int64_t c, double* out) {
+  for (int64_t ch = 0; ch < c; ++ch) {
+    double s = 0.0;
+    for (int64_t b = 0; b < n; ++b) s += part[b * c + ch];
+    out[ch] = s;
+  }
+}
+
+// Statistics of blocked x (two-pass, as batch_norm_stats_cpu): per-plane sums, then the means, then
+// per-plane squared deviations from them.
+template <int B, typename T>
+void batch_norm_stats_blocked_cpu(const T* x, int64_t n, int64_t c, int64_t hw, T* mean, T* var_biased) {
+  const int64_t nb = c / B, planes = n * nb;
+  const double m = static_cast<double>(n * hw);
+  std::vector<double> part(static_cast<size_t>(n * c)), mu(static_cast<size_t>(c)), ss(static_cast<size_t>(c));
+#pragma omp parallel for schedule(static) if (parallel_work(n, c, hw))
+  for (int64_t pl = 0; pl < planes; ++pl) plane_sum<B>(x + pl * hw * B, hw, &part[pl * B]);
+  add_over_samples(part, n, c, mu.data());
+  for (int64_t ch = 0; ch < c; ++ch) mu[ch] = m > 0 ? mu[ch] / m : 0.0;
+#pragma omp parallel for schedule(static) if (parallel_work(n, c, hw))
+  for (int64_t pl = 0; pl < planes; ++pl) plane_sq_dev<B>(x + pl * hw * B, hw, &mu[(pl % nb) * B], &part[pl * B]);
+  add_over_samples(part, n, c, ss.data());
+  for (int64_t ch = 0; ch < c; ++ch) {
+    mean[ch] = static_cast<T>(mu[ch]);
+    var_biased[ch] = static_cast<T>(m > 0 ? ss[ch] / m : 0.0);
+  }
+}
+
+/// z = x * scale[lane] + shift[lane] over npos positions (bn_affine_rows per lane: the same rounding).
+template <int B, typename T>
+inline void bn_affine_blocked(const T* x, const T* scale, const T* shift, T* z, int64_t npos) {
+  for (int64_t i = 0; i < npos; ++i)
+#pragma omp simd
+    for (int l = 0; l < B; ++l) z[i * B + l] = x[i * B + l] * scale[l] + shift[l];
+}
+
+/// y = z (silu: y = silu(z), z formed chunk by chunk in a stack buffer), as batch_norm_forward_cpu.
+template <int B, typename T>
+void batch_norm_forward_blocked_cpu(const T* x, const T* mean, const T* invstd, const T* weight, const T* bias, T* y,
+                                    int64_t n, int64_t c, int64_t hw, bool silu) {
+  static_assert(kChunk % B == 0);
+  const int64_t nb = c / B, planes = n * nb, len = hw * B;
+#pragma omp parallel for schedule(static) if (parallel_work(n, c, hw))
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    const int64_t ch0 = (pl % nb) * B;
+    T scale[B], shift[B];
+    for (int l = 0; l < B; ++l) bn_scale_shift(mean, invstd, weight, bias, ch0 + l, &scale[l], &shift[l]);
+    const T* p = x + pl * len;
+    T* q = y + pl * len;
+    if (!silu) {
+      bn_affine_blocked<B>(p, scale, shift, q, hw);
+      continue;
+    }
+    T z[kChunk];
+    for (int64_t i = 0; i < len; i += kChunk) {
+      const int64_t cl = std::min(kChunk, len - i);
+      bn_affine_blocked<B>(p + i, scale, shift, z, cl / B);
+      silu_rows(z, q + i, cl);
+    }
+  }
+}
+
+/// dx = a[lane] * dy + bx[lane] * (x - mu[lane]) + k[lane] over npos positions (dx_run per lane).
+template <int B, typename T>
+inline void dx_blocked(const T* px, const T* pd, T* q, int64_t npos, const T* a, const T* bx, const T* k,
+                       const T* mu) {
+  for (int64_t i = 0; i < npos; ++i)
+#pragma omp simd
+    for (int l = 0; l < B; ++l) q[i * B + l] = a[l] * pd[i * B + l] + bx[l] * (px[i * B + l] - mu[l]) + k[l];
+}
+
+/// Backward of batch_norm_forward_blocked_cpu (silu: of the fused BN + SiLU, dz = SiLU'(z) * dy with
+/// z recomputed from x, kept in dx or a chunk buffer, then the sums and dx from dz in place, as
+/// batch_norm_silu_backward_cpu). Pass 1 per plane: the sums (and dz); then per channel over the
+/// samples; pass 2 per plane: dx.
+template <int B, typename T>
+void batch_norm_backward_blocked_cpu(const T* x, const T* dy, const T* mean, const T* invstd, const T* weight,
+                                     const T* bias, bool training, T* dx, T* dweight, T* dbias, int64_t n, int64_t c,
+                                     int64_t hw, bool silu) {
+  constexpr int R = kDyRows<B>;
+  static_assert(kChunk % (B * R) == 0);  // every chunk but a plane's last is whole rows
+  const int64_t nb = c / B, planes = n * nb, len = hw * B;
+  const double m = static_cast<double>(n * hw);
+  std::vector<double> part0(static_cast<size_t>(n * c)), part1(static_cast<size_t>(n * c));
+#pragma omp parallel for schedule(static) if (parallel_work(n, c, hw))
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    const int64_t ch0 = (pl % nb) * B;
+    double mu[B], is[B], a0[R * B] = {}, a1[R * B] = {};
+    for (int l = 0; l < B; ++l) {
+      mu[l] = static_cast<double>(mean[ch0 + l]);
+      is[l] = static_cast<double>(invstd[ch0 + l]);
+    }
+    const T* px = x + pl * len;
+    if (!silu) {
+      plane_dy_sums<B>(px, dy + pl * len, hw, mu, is, a0, a1);
+    } else {
+      T scale[B], shift[B], z[kChunk], dz_chunk[kChunk];
+      for (int l = 0; l < B; ++l) bn_scale_shift(mean, invstd, weight, bias, ch0 + l, &scale[l], &shift[l]);
+      for (int64_t i = 0; i < len; i += kChunk) {
+        const int64_t cl = std::min(kChunk, len - i);
+        T* dz = dx ? dx + pl * len + i : dz_chunk;
+        bn_affine_blocked<B>(px + i, scale, shift, z, cl / B);
+        silu_backward_rows(z, dy + pl * len + i, dz, cl);
+        plane_dy_sums<B>(px + i, dz, cl / B, mu, is, a0, a1);
+      }
+    }
+    rows_total<B, R>(a0, &part0[pl * B]);
+    rows_total<B, R>(a1, &part1[pl * B]);
+  }
+  std::vector<double> sdy(static_cast<size_t>(c)), sdyx(static_cast<size_t>(c));
+  add_over_samples(part0, n, c, sdy.data());
+  add_over_samples(part1, n, c, sdyx.data());
+  for (int64_t ch = 0; ch < c; ++ch) {
+    if (dweight) dweight[ch] = static_cast<T>(sdyx[ch]);
+    if (dbias) dbias[ch] = static_cast<T>(sdy[ch]);
+  }
+  if (!dx) return;
+  std::vector<DxCoefficients<T>> coef(static_cast<size_t>(c));
+  for (int64_t ch = 0; ch < c; ++ch)
+    coef[ch] = dx_coefficients(weight, ch, static_cast<double>(mean[ch]), static_cast<double>(invstd[ch]), training,
+                               m, sdy[ch], sdyx[ch]);
+  const T* src = silu ? dx : dy;  // the fused backward's dz is in dx
+#pragma omp parallel for schedule(static) if (parallel_work(n, c, hw))
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    const int64_t ch0 = (pl % nb) * B;
+    T a[B], bx[B], k[B], mu[B];
+    for (int l = 0; l < B; ++l) {
+      const DxCoefficients<T>& q = coef[ch0 + l];
+      a[l] = q.a, bx[l] = q.bx, k[l] = q.k, mu[l] = q.mu;
+    }
+    dx_blocked<B>(x + pl * len, src + pl * len, dx + pl * len, hw, a, bx, k, mu);
+  }
+}
+
+/// f(std::integral_constant<int, B>{}) for the block of s (8 or 16).
+template <typename F>
+void with_block(const BatchNormShape& s, F&& f) {
+  Y9_CHECK_SHAPE((s.block == 8 || s.block == 16) && s.c % s.block == 0,
+                 "batch_norm: the blocked layout needs a block of 8 or 16 dividing c, got block ", s.block,
+                 " for c = ", s.c);
+  if (s.block == 8)
+    f(std::integral_constant<int, 8>{});
+  else
+    f(std::integral_constant<int, 16>{});
+}
+
 template <typename T>
 void forward_typed(const BatchNormShape& s, const T* x, const T* w, const T* b, T* running_mean, T* running_var,
                    bool training, double momentum, double eps, T* y, T* mean, T* invstd, const BatchNormSync* sync,
@@ -381,10 +660,17 @@ void forward_typed(const BatchNormShape& s, const T* x, const T* w, const T* b, 
   if (training) {
     std::vector<T> var(static_cast<size_t>(s.c));
     int64_t count = s.n * s.hw;
-    if (sync && sync->fn)
+    if (s.block > 0) {
+      Y9_CHECK_SHAPE(!(sync && sync->fn), "batch_norm: synchronised BatchNorm of a blocked x is not a CPU kernel "
+                     "(ops::batch_norm computes it on the plain layout)");
+      with_block(s, [&](auto bc) {
+        batch_norm_stats_blocked_cpu<decltype(bc)::value>(x, s.n, s.c, s.hw, mean, var.data());
+      });
+    } else if (sync && sync->fn) {
       count = batch_norm_stats_sync_cpu(x, s.n, s.c, s.hw, mean, var.data(), *sync);
-    else
+    } else {
       batch_norm_stats_cpu(x, s.n, s.c, s.hw, mean, var.data());
+    }
     batch_norm_invstd_cpu(var.data(), eps, invstd, s.c);
     if (running_mean && running_var)
       batch_norm_update_running_cpu(mean, var.data(), count, momentum, running_mean, running_var, s.c);
@@ -392,7 +678,12 @@ void forward_typed(const BatchNormShape& s, const T* x, const T* w, const T* b, 
     std::memcpy(mean, running_mean, static_cast<size_t>(s.c) * sizeof(T));
     batch_norm_invstd_cpu(running_var, eps, invstd, s.c);
   }
-  batch_norm_forward_cpu(x, mean, invstd, w, b, y, s.n, s.c, s.hw, silu);
+  if (s.block > 0)
+    with_block(s, [&](auto bc) {
+      batch_norm_forward_blocked_cpu<decltype(bc)::value>(x, mean, invstd, w, b, y, s.n, s.c, s.hw, silu);
+    });
+  else
+    batch_norm_forward_cpu(x, mean, invstd, w, b, y, s.n, s.c, s.hw, silu);
 }
 
 void batch_norm_forward(engine::DeviceContext&, engine::DType dt, const BatchNormShape& s, const void* x,
@@ -411,6 +702,20 @@ void batch_norm_forward(engine::DeviceContext&, engine::DType dt, const BatchNor
 void batch_norm_backward(engine::DeviceContext&, engine::DType dt, const BatchNormShape& s, const void* x,
                          const void* dy, const void* mean, const void* invstd, const void* w, bool training, void* dx,
                          void* dw, void* db, const BatchNormSync* sync) {
+  if (s.block > 0) {
+    Y9_CHECK_SHAPE(!(training && sync && sync->fn), "batch_norm: synchronised BatchNorm of a blocked x is not a "
+                   "CPU kernel (ops::batch_norm computes it on the plain layout)");
+    float_or_double(dt, [&](auto t) {
+      using T = decltype(t);
+      with_block(s, [&](auto bc) {
+        batch_norm_backward_blocked_cpu<decltype(bc)::value>(
+            static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<const T*>(mean),
+            static_cast<const T*>(invstd), static_cast<const T*>(w), static_cast<const T*>(nullptr), training,
+            static_cast<T*>(dx), static_cast<T*>(dw), static_cast<T*>(db), s.n, s.c, s.hw, /*silu=*/false);
+      });
+    });
+    return;
+  }
   if (training && sync && sync->fn) {
     float_or_double(dt, [&](auto t) {
       using T = decltype(t);
@@ -448,6 +753,15 @@ void batch_norm_silu_backward(engine::DeviceContext&, engine::DType dt, const Ba
                               bool training, void* dx, void* dw, void* db) {
   float_or_double(dt, [&](auto t) {
     using T = decltype(t);
+    if (s.block > 0) {
+      with_block(s, [&](auto bc) {
+        batch_norm_backward_blocked_cpu<decltype(bc)::value>(
+            static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<const T*>(mean),
+            static_cast<const T*>(invstd), static_cast<const T*>(w), static_cast<const T*>(b), training,
+            static_cast<T*>(dx), static_cast<T*>(dw), static_cast<T*>(db), s.n, s.c, s.hw, /*silu=*/true);
+      });
+      return;
+    }
     batch_norm_silu_backward_cpu(static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<const T*>(mean),
                                  static_cast<const T*>(invstd), static_cast<const T*>(w), static_cast<const T*>(b),
                                  training, static_cast<T*>(dx), static_cast<T*>(dw), static_cast<T*>(db), s.n, s.c,

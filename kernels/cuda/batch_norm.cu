@@ -350,6 +350,7 @@ template <typename T>
 void forward_typed(engine::DeviceContext& ctx, const BatchNormShape& sh, const T* x, const T* w, const T* b, T* rm,
                    T* rv, bool training, double momentum, double eps, T* y, T* mean, T* invstd,
                    const BatchNormSync* sync, bool silu = false) {
+  Y9_CHECK_SHAPE(sh.block == 0, "batch_norm: the blocked channel layout (block ", sh.block, ") is CPU only");
   using A = typename Scalar<T>::C;
   cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream());
   const int64_t c = sh.c, m = sh.n * sh.hw, total = sh.n * sh.c * sh.hw;
@@ -401,6 +402,7 @@ template <typename T>
 void backward_typed(engine::DeviceContext& ctx, const BatchNormShape& sh, const T* x, const T* dy, const T* mean,
                     const T* invstd, const T* w, bool training, T* dx, T* dw, T* db, const BatchNormSync* sync,
                     const T* bias = nullptr, bool silu = false) {
+  Y9_CHECK_SHAPE(sh.block == 0, "batch_norm: the blocked channel layout (block ", sh.block, ") is CPU only");
   using A = typename Scalar<T>::C;
   cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream());
   const int64_t c = sh.c, m = sh.n * sh.hw, total = sh.n * sh.c * sh.hw;
