@@ -49,9 +49,31 @@ void expect_eval_outputs(const graph::ModelOutput& out, const graph::Model& m,
 
 }  // namespace
 
-TEST(ModelRef, ForwardMatchesOfficial) {
+namespace {
+
+/// Sets both process-wide blocked switches (inference and training) for a scope.
+class LayoutScope {
+ public:
+  explicit LayoutScope(bool blocked) : inference_(graph::blocked_inference()), training_(graph::blocked_training()) {
+    graph::set_blocked_inference(blocked);
+    graph::set_blocked_training(blocked);
+  }
+  ~LayoutScope() {
+    graph::set_blocked_inference(inference_);
+    graph::set_blocked_training(training_);
+  }
+
+ private:
+  bool inference_, training_;
+};
+
+/// Every model fixture: the eval outputs and the train-mode step (raw maps, BN buffers), in the
+/// plain NCHW layout or the CPU's blocked one (the tolerances are the same).
+void check_model_fixtures(bool blocked) {
   const std::string ref = testutil::reference_dir();
   if (ref.empty()) GTEST_SKIP() << "no reference folder";
+  LayoutScope layout(blocked);
+  const int64_t blocked0 = graph::blocked_forwards();
   const auto files = testutil::glob_files(ref, "model_*.json");
   ASSERT_FALSE(files.empty());
   for (const auto& jf : files) {
@@ -130,6 +152,20 @@ TEST(ModelRef, ForwardMatchesOfficial) {
                 jf.c_str(), checked, m->named_buffers().size(), worst_raw, worst_buf, worst_ratio);
     EXPECT_EQ(static_cast<size_t>(checked), ours.size());
   }
+  if (blocked)
+    EXPECT_GT(graph::blocked_forwards(), blocked0);
+  else
+    EXPECT_EQ(graph::blocked_forwards(), blocked0);
+}
+
+}  // namespace
+
+TEST(ModelRef, ForwardMatchesOfficial) { check_model_fixtures(false); }
+
+// The same fixtures with the model in the CPU's blocked layout (issue 15 item 1): eval and train.
+TEST(ModelRef, BlockedForwardMatchesOfficial) {
+  if (ops::channel_block(engine::Device::cpu()) == 0) GTEST_SKIP() << "no blocked layout on this CPU";
+  check_model_fixtures(true);
 }
 
 // The fused model in the CPU's blocked layout (graph::Model::blocked_forward, issue 15 item 1)

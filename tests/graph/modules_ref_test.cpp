@@ -17,6 +17,7 @@
 #include "graph/modules.h"
 #include "graph/state.h"
 #include "io/safetensors.h"
+#include "ops/ops.h"
 #include "tests/graph/graph_ref_util.h"
 
 namespace {
@@ -47,6 +48,16 @@ struct Built {
 
 std::vector<int64_t> ints(const nlohmann::json& j) { return j.get<std::vector<int64_t>>(); }
 
+/// The layout the blocks run in: 0 plain NCHW, else the CPU's channel block (ops::to_blocked). A
+/// block given a blocked input keeps its activations blocked (graph/forward.cpp); the fixtures'
+/// inputs and outputs stay plain, through the differentiable conversions.
+int64_t g_block = 0;
+
+/// x in the layout under test (plain when its channels are not a multiple of the block).
+Tensor in_layout(const Tensor& x) {
+  return g_block && x.dim() == 4 && x.size(1) % g_block == 0 ? ops::to_blocked(x, g_block) : x;
+}
+
 Built build(const std::string& kind, const nlohmann::json& js) {
   const auto& a = js.at("constructor_args");
   auto i = [&](const char* k) { return a.at(k).get<int64_t>(); };
@@ -57,17 +68,17 @@ Built build(const std::string& kind, const nlohmann::json& js) {
   else if (kind == "AConv") u = std::make_shared<graph::AConv>(i("c1"), i("c2"), act);
   else if (kind == "SPPELAN") u = std::make_shared<graph::SPPELAN>(i("c1"), i("c2"), i("c3"), act);
   else if (kind == "ELAN1") u = std::make_shared<graph::ELAN1>(i("c1"), i("c2"), i("c3"), i("c4"), act);
-  if (u) return {u, [u](const std::vector<Tensor>& xs, const std::string& base) { return Named{{base, u->forward(xs.at(0))}}; }};
+  if (u) return {u, [u](const std::vector<Tensor>& xs, const std::string& base) { return Named{{base, ops::from_blocked(u->forward(in_layout(xs.at(0))))}}; }};
 
   if (kind == "CBLinear_CBFuse") {
     auto w = std::make_shared<CBWrapper>(i("c_a"), ints(a.at("c2s_a")), i("c_b"), ints(a.at("c2s_b")), ints(a.at("idx")));
     return {w, [w](const std::vector<Tensor>& xs, const std::string& base) {
-              auto oa = w->a->forward(xs.at(0));
-              auto ob = w->b->forward(xs.at(1));
+              auto oa = w->a->forward(in_layout(xs.at(0)));
+              auto ob = w->b->forward(in_layout(xs.at(1)));
               Named out;
               for (size_t k = 0; k < oa.size(); ++k) out.emplace_back(base + ".0." + std::to_string(k), oa[k]);
               for (size_t k = 0; k < ob.size(); ++k) out.emplace_back(base + ".1." + std::to_string(k), ob[k]);
-              out.emplace_back(base + ".2", w->fuse->forward({oa, ob}, xs.at(2)));
+              out.emplace_back(base + ".2", w->fuse->forward({oa, ob}, in_layout(xs.at(2))));
               return out;
             }};
   }
@@ -77,7 +88,9 @@ Built build(const std::string& kind, const nlohmann::json& js) {
     const auto strides = js.at("strides").get<std::vector<double>>();
     d->stride = strides;
     return {d, [d, branches](const std::vector<Tensor>& xs, const std::string& base) {
-              auto out = d->forward(xs);
+              std::vector<Tensor> xl;
+              for (const Tensor& x : xs) xl.push_back(in_layout(x));
+              auto out = d->forward(xl);
               Named r;
               // Training: raw list (per branch for dual heads). Eval: (decoded, raw).
               const std::string raw_base = d->training() ? base : base + ".1";
@@ -125,9 +138,13 @@ std::map<std::string, Tensor> grads_for(const std::string& kind, const nlohmann:
 
 }  // namespace
 
-TEST(ModulesRef, AllFixtures) {
+namespace {
+
+/// Every non-Conv module fixture with the blocks in the layout of `block` (g_block).
+void check_all_fixtures(int64_t block) {
   const std::string dir = testutil::reference_dir();
   if (dir.empty()) GTEST_SKIP() << "reference fixture folder not found (set YOLOV9_REFERENCE)";
+  g_block = block;
   int ran = 0;
   for (const std::string& jf : testutil::glob_files(dir, "module_*.json")) {
     const auto js = graphtest::read_json(jf);
@@ -233,4 +250,16 @@ TEST(ModulesRef, AllFixtures) {
       if (k.rfind("out_eval", 0) == 0) EXPECT_TRUE(seen.count(k)) << "eval output not produced: " << k;
   }
   EXPECT_GT(ran, 0) << "no non-Conv module fixtures in " << dir;
+  g_block = 0;
+}
+
+}  // namespace
+
+TEST(ModulesRef, AllFixtures) { check_all_fixtures(0); }
+
+// The same fixtures and tolerances with the blocks in the CPU's blocked layout (issue 15 item 1).
+TEST(ModulesRef, BlockedAllFixtures) {
+  const int64_t block = ops::channel_block(engine::Device::cpu());
+  if (block == 0) GTEST_SKIP() << "no blocked layout on this CPU";
+  check_all_fixtures(block);
 }

@@ -271,8 +271,9 @@ std::vector<Row> rows() {
   r.push_back({"avg_pool2d", {"avg_pool2d_forward", "avg_pool2d_backward"},
                [=] { return std::vector<Input>{in(rnd({2, 3, 7, 8}, 62))}; },
                [](const Inputs& x) { return ops::avg_pool2d(x[0], 2, 1, 0); }});
-  // The blocked layout's spatial entries (CPU inference), through the ops on a blocked x, against
-  // the same op on the plain x; and the channel block query against its definition.
+  // The blocked layout's spatial entries (CPU), through the ops on a blocked x, against the same op
+  // on the plain x (forward), and differentiated (the backward entries and the layout conversions);
+  // and the channel block query against its definition.
   for (int64_t block : {8, 16}) {
     const std::string b = std::to_string(block);
     r.push_back({"max_pool2d (blocked " + b + ")", {"blocked_pool2d"},
@@ -287,6 +288,20 @@ std::vector<Row> rows() {
                  [=] { return std::vector<Input>{in(rnd({2, 16, 3, 5}, 92), false)}; },
                  [block](const Inputs& x) { return ops::from_blocked(ops::upsample_nearest(ops::to_blocked(x[0], block), 2)); },
                  GradMode::None, [](const Inputs& x) { return ops::upsample_nearest(x[0], 2); }});
+    r.push_back({"to_blocked / from_blocked (" + b + ")", {"blocked_reorder"},
+                 [=] { return std::vector<Input>{in(rnd({2, 32, 3, 5}, 94))}; },
+                 [block](const Inputs& x) { return ops::from_blocked(ops::to_blocked(x[0], block)); },
+                 GradMode::FiniteDiff, [](const Inputs& x) { return x[0]; }});
+    r.push_back({"avg_pool2d backward (blocked " + b + ")",
+                 {"blocked_reorder", "blocked_pool2d", "blocked_avg_pool2d_backward"},
+                 [=] { return std::vector<Input>{in(rnd({2, 16, 5, 6}, 95))}; },
+                 [block](const Inputs& x) { return ops::from_blocked(ops::avg_pool2d(ops::to_blocked(x[0], block), 2, 1, 0)); },
+                 GradMode::FiniteDiff, [](const Inputs& x) { return ops::avg_pool2d(x[0], 2, 1, 0); }});
+    r.push_back({"upsample_nearest backward (blocked " + b + ")",
+                 {"blocked_reorder", "blocked_upsample_nearest", "blocked_upsample_nearest_backward"},
+                 [=] { return std::vector<Input>{in(rnd({1, 16, 3, 4}, 96))}; },
+                 [block](const Inputs& x) { return ops::from_blocked(ops::upsample_nearest(ops::to_blocked(x[0], block), 2)); },
+                 GradMode::FiniteDiff, [](const Inputs& x) { return ops::upsample_nearest(x[0], 2); }});
   }
   r.push_back({"preferred_channel_block", {"preferred_channel_block"},
                [=] { return std::vector<Input>{in(rnd({1}, 93), false)}; },

@@ -17,6 +17,7 @@
 #include "graph/model.h"
 #include "graph/state.h"
 #include "io/safetensors.h"
+#include "ops/ops.h"
 #include "ops/reduce.h"
 #include "ops/yolo_loss.h"
 #include "tests/graph/graph_ref_util.h"
@@ -27,9 +28,25 @@ using engine::Tensor;
 using graphtest::read_json;
 using graphtest::scaled_error;
 
-TEST(ModelLossRef, LossItemsAndParameterGradients) {
+namespace {
+
+/// Sets the process-wide blocked switch of training (graph::set_blocked_training) for a scope.
+class TrainingLayout {
+ public:
+  explicit TrainingLayout(bool blocked) : prev_(graph::blocked_training()) { graph::set_blocked_training(blocked); }
+  ~TrainingLayout() { graph::set_blocked_training(prev_); }
+
+ private:
+  bool prev_;
+};
+
+/// Every loss fixture, with the model training in the plain NCHW layout or the CPU's blocked one
+/// (the same tolerances).
+void check_loss_fixtures(bool blocked) {
   const std::string ref = testutil::reference_dir();
   if (ref.empty()) GTEST_SKIP() << "no reference folder";
+  TrainingLayout layout(blocked);
+  const int64_t blocked0 = graph::blocked_forwards();
   const auto files = testutil::glob_files(ref, "loss_*.json");
   ASSERT_FALSE(files.empty());
   for (const auto& lf : files) {
@@ -126,4 +143,15 @@ TEST(ModelLossRef, LossItemsAndParameterGradients) {
     std::printf("  %d gradients compared, worst error/tolerance %.2f (%s)\n", compared, worst, worst_name.c_str());
     EXPECT_GT(compared, 0);
   }
+  EXPECT_EQ(graph::blocked_forwards() > blocked0, blocked);
+}
+
+}  // namespace
+
+TEST(ModelLossRef, LossItemsAndParameterGradients) { check_loss_fixtures(false); }
+
+// The same in the CPU's blocked layout (issue 15 item 1).
+TEST(ModelLossRef, BlockedLossItemsAndParameterGradients) {
+  if (ops::channel_block(engine::Device::cpu()) == 0) GTEST_SKIP() << "no blocked layout on this CPU";
+  check_loss_fixtures(true);
 }
