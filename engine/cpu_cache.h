@@ -1,9 +1,10 @@
 // The inference arena of the CPU allocator: a scope during which freed CPU blocks are kept and
 // handed out again instead of going back to the system, so that steady-state inference (the same
 // shapes pass after pass) allocates nothing from the system (issue 15: "a tensor arena for
-// inference, with no allocation in steady state"). Training does not use it: outside every scope
-// the CPU allocator behaves exactly as before (aligned_alloc / free per block), so its peak memory
-// is unchanged.
+// inference, with no allocation in steady state"). CPU training holds one too (apps/training/
+// trainer.cpp, cap Y9_CPU_TRAIN_CACHE_MB, default 1 GiB): its steps allocate the same blocks each
+// time. Outside every scope the CPU allocator behaves exactly as before (aligned_alloc / free per
+// block).
 #pragma once
 #include <cstddef>
 
@@ -24,7 +25,7 @@ namespace engine {
 /// while a scope lives are kept (data-loader threads, the host code of an embedding program).
 /// Under AddressSanitizer nothing is cached (a reused block would hide a use after free).
 /// Used by training::model_predictor (val, detect, the embedded inference build): the predictor
-/// holds one scope for its lifetime.
+/// holds one scope for its lifetime; and by CPU training for its epochs.
 class CpuCacheScope {
  public:
   /// Default cap on the bytes kept unused: 512 MiB. A yolov9-s batch-1 detect pass (640 x 480

@@ -142,6 +142,8 @@ TEST(InputErrorsE2E, MessagesNameTheInputAndHideInternals) {
   expect_clear_error(e2e::run_cli(train + " --grad-dtype fp8"), "--grad-dtype fp8", "expected fp32, fp16 or bf16");
   expect_clear_error(e2e::run_cli(train + " --allreduce foo"), "--allreduce foo", "expected ring");
   expect_clear_error(e2e::run_cli(train + " --bucket-mb 0"), "--bucket-mb", "got 0");
+  // The cap of CPU training's block cache (engine/cpu_cache.h).
+  expect_clear_error(e2e::run_cli(train, "Y9_CPU_TRAIN_CACHE_MB=12x"), "Y9_CPU_TRAIN_CACHE_MB", "'12x'");
   expect_clear_error(e2e::run_cli(train + " --trace " + f.dir + "/no/such/dir/t.json"), f.dir + "/no/such/dir",
                      "does not exist");
   expect_clear_error(e2e::run_cli("detect --img -5 --weights " + f.weights + " --source " + f.dir), "-5", "--img");
