@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <limits>
 #include <mutex>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -98,18 +99,27 @@ class CpuAllocator final : public Allocator {
     std::lock_guard<std::mutex> lock(mu_);
     scopes_++;
 #if defined(__SANITIZE_ADDRESS__)
-    (void)limit;  // under AddressSanitizer nothing is cached: a reused block would hide a use after free
-#else
-    limit_ = std::max(limit_, limit);
+    limit = 0;  // under AddressSanitizer nothing is cached: a reused block would hide a use after free
 #endif
+    limits_.insert(limit);
+    limit_ = *limits_.rbegin();
   }
-  void close_scope() {
+  /// Ends a scope of cap `limit`: the cap becomes the largest of the live scopes', and cached blocks
+  /// beyond it go back to the system (all of them when the last scope ends).
+  void close_scope(size_t limit) {
     std::vector<void*> drop;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (--scopes_ > 0) return;
-      limit_ = 0;
-      take_cached_locked(drop);
+      --scopes_;
+#if defined(__SANITIZE_ADDRESS__)
+      limit = 0;
+#endif
+      if (auto it = limits_.find(limit); it != limits_.end()) limits_.erase(it);
+      limit_ = limits_.empty() ? 0 : *limits_.rbegin();
+      if (scopes_ == 0)
+        take_cached_locked(drop);
+      else
+        trim_cached_locked(drop);
     }
     for (void* p : drop) std::free(p);
   }
@@ -124,6 +134,18 @@ class CpuAllocator final : public Allocator {
     stats_.live_bytes += static_cast<int64_t>(nbytes);
     if (stats_.live_bytes > stats_.peak_bytes) stats_.peak_bytes = stats_.live_bytes;
   }
+  /// Moves cached blocks into `out` until the cached bytes fit under limit_ (largest classes first).
+  void trim_cached_locked(std::vector<void*>& out) {
+    while (cached_bytes_ > limit_) {
+      auto largest = free_.end();
+      for (auto it = free_.begin(); it != free_.end(); ++it)
+        if (!it->second.empty() && (largest == free_.end() || it->first > largest->first)) largest = it;
+      if (largest == free_.end()) break;
+      out.push_back(largest->second.back());
+      largest->second.pop_back();
+      cached_bytes_ -= largest->first;
+    }
+  }
   void take_cached_locked(std::vector<void*>& out) {
     for (auto& [size, list] : free_) out.insert(out.end(), list.begin(), list.end());
     free_.clear();
@@ -134,6 +156,7 @@ class CpuAllocator final : public Allocator {
   AllocatorStats stats_;
   int scopes_ = 0;        // live CpuCacheScopes
   size_t limit_ = 0;      // the largest max_cached_bytes among them
+  std::multiset<size_t> limits_;  // the caps of the live scopes
   size_t cached_bytes_ = 0;
   std::unordered_map<size_t, std::vector<void*>> free_;  // size class -> unused blocks
   std::unordered_set<void*> in_scope_blocks_;  // blocks in use that were allocated at their size class
@@ -152,7 +175,9 @@ Allocator* cpu_allocator() { return &cpu_instance(); }
 
 Allocator* allocator_for(Device d) { return d.is_cpu() ? cpu_allocator() : cuda_allocator(d.index); }
 
-CpuCacheScope::CpuCacheScope(size_t max_cached_bytes) { cpu_instance().open_scope(max_cached_bytes); }
-CpuCacheScope::~CpuCacheScope() { cpu_instance().close_scope(); }
+CpuCacheScope::CpuCacheScope(size_t max_cached_bytes) : limit_(max_cached_bytes) {
+  cpu_instance().open_scope(max_cached_bytes);
+}
+CpuCacheScope::~CpuCacheScope() { cpu_instance().close_scope(limit_); }
 
 }  // namespace engine

@@ -20,8 +20,9 @@ namespace engine {
 /// Blocks allocated before any scope are freed to the system as before. When the last scope ends,
 /// every cached block is released (AllocatorStats::cached_bytes returns to 0); blocks still in use
 /// then go back to the system when they are freed. Thread-safe (the allocator's mutex).
-/// Memory: at most `max_cached_bytes` are held unused (the largest limit of the scopes opened since
-/// the count of live scopes was last 0). The cache is process-wide: blocks freed by any thread
+/// Memory: at most the largest `max_cached_bytes` of the live scopes is held unused; when a scope
+/// ends, cached blocks beyond the remaining scopes' largest cap go back to the system (so a
+/// validation inside CPU training leaves the training's cap in force). The cache is process-wide: blocks freed by any thread
 /// while a scope lives are kept (data-loader threads, the host code of an embedding program).
 /// Under AddressSanitizer nothing is cached (a reused block would hide a use after free).
 /// Used by training::model_predictor (val, detect, the embedded inference build): the predictor
@@ -36,6 +37,9 @@ class CpuCacheScope {
   ~CpuCacheScope();
   CpuCacheScope(const CpuCacheScope&) = delete;
   CpuCacheScope& operator=(const CpuCacheScope&) = delete;
+
+ private:
+  size_t limit_;
 };
 
 /// The size class, in bytes, the CPU allocator uses in a CpuCacheScope for a request of `nbytes`

@@ -31,8 +31,7 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias
   Y9_CHECK_SHAPE(x.defined() && x.dim() >= 2, "batch_norm: x must be [N,C,...] (NCHW), got ",
                  x.defined() ? x.str() : "undefined");
   engine::check_same_device({x, weight, bias, running_mean, running_var}, "batch_norm");
-  const bool blocked = is_blocked(x);
-  Y9_CHECK_SHAPE(!blocked || x.device().is_cpu(), "batch_norm: a blocked x ", x.str(), " must be on the CPU");
+  const bool blocked = is_blocked(x) && x.device().is_cpu();  // a CUDA tensor is never blocked
   if (blocked && training && sync && sync->fn) {
     // Synchronised BatchNorm has no blocked kernel: the plain one, through differentiable
     // conversions (silu is never set here: batch_norm_silu does not fuse with sync).
@@ -143,7 +142,8 @@ Tensor batch_norm_silu(const Tensor& x, const Tensor& weight, const Tensor& bias
   constexpr int64_t kBatchNormSiluMinHw = 64;
   const Tensor& p0 = weight.defined() ? weight : running_mean;
   // Elements per run: h * w of a blocked x (its B lanes are B channels).
-  const int64_t runs = x.defined() && x.dim() >= 2 ? x.size(0) * x.size(1) * (is_blocked(x) ? x.size(4) : 1) : 0;
+  const bool blocked = x.defined() && is_blocked(x) && x.device().is_cpu();
+  const int64_t runs = x.defined() && x.dim() >= 2 ? x.size(0) * x.size(1) * (blocked ? x.size(4) : 1) : 0;
   const bool large = runs > 0 && x.numel() / runs >= kBatchNormSiluMinHw;
   const bool fused = large && (!training || !sync) && (!p0.defined() || p0.dtype() == x.dtype()) &&
                      engine::backend(x.device().type).supports(kernels::kBatchNormSiluForward, x.dtype()) &&

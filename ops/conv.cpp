@@ -202,7 +202,7 @@ void conv2d_silu_into(const Tensor& out, const Tensor& x_in, const Tensor& w_in,
 
 }  // namespace ops
 
-// --- blocked layout (CPU inference) ---------------------------------------------------------------
+// --- blocked layout (CPU inference and training) ------------------------------------------------
 
 namespace ops {
 
@@ -258,7 +258,7 @@ Tensor conv2d_blocked(const Tensor& x, const Tensor& w, const Tensor& bias, cons
     a.s.winograd = 0;
     ForwardRun run{Tensor::empty(out_shape(a.s), x.dtype(), x.device()), engine::contiguous_nograd(x),
                    engine::contiguous_nograd(w)};
-    run_blocked(a, false, run.y);
+    run_blocked(IntoArgs{run.xc, run.wc, a.bias, a.s}, false, run.y);  // the copies made once
     record_conv_backward(a.s, x, w, bias, run);
     return silu ? ops::silu(run.y) : run.y;
   }

@@ -57,8 +57,8 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim);
 
 // --- spatial ----------------------------------------------------------------------------------
 /// Nearest-neighbour upsampling by an integer factor: x [N,C,H,W] -> [N,C,H*s,W*s]. The three
-/// spatial ops also take a blocked x (ops::is_blocked; CPU, no gradient) and return a blocked
-/// result with the same values.
+/// spatial ops also take a blocked x (ops::is_blocked; CPU) and return a blocked result with the
+/// same values, differentiable (a blocked gradient).
 Tensor upsample_nearest(const Tensor& x, int64_t scale = 2);
 /// Max pooling, x [N,C,H,W]; PyTorch semantics (implicit -inf padding, floor output size).
 Tensor max_pool2d(const Tensor& x, int64_t kernel, int64_t stride, int64_t padding = 0);
@@ -153,8 +153,7 @@ void conv2d_blocked_into(const Tensor& out, const Tensor& x, const Tensor& w, co
 /// by the CPU's blocked kernels (F32/F64; the values of the plain layout up to the order of the
 /// sums, deterministic for any thread count); y and x's gradient have x's blocked shape. With
 /// `sync` in training it is computed on the plain layout through from_blocked / to_blocked. Any
-/// other 5-d x with a last dim of 8 or 16 is taken as blocked. Throws ShapeError for a blocked x
-/// off the CPU.
+/// other 5-d CPU x with a last dim of 8 or 16 is taken as blocked; off the CPU, x is [N, C, ...].
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                   const Tensor& running_var, bool training, double momentum, double eps,
                   const kernels::BatchNormSync* sync = nullptr);

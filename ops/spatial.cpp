@@ -50,15 +50,34 @@ kernels::BlockedPlane blocked_plane(const Tensor& x, int64_t ho, int64_t wo, con
   return kernels::BlockedPlane{x.size(0), x.size(1), x.size(2), x.size(3), x.size(4), ho, wo};
 }
 
-Tensor blocked_pool(const Tensor& x, bool max, int64_t kernel, int64_t stride, int64_t padding, const char* op) {
+/// Pooling of a blocked x through kBlockedPool2d; its geometry into *geometry when non-null.
+Tensor blocked_pool(const Tensor& x, bool max, int64_t kernel, int64_t stride, int64_t padding, const char* op,
+                    kernels::BlockedPlane* geometry = nullptr) {
   const int64_t ho = pool_out(x, x.size(2), kernel, stride, padding, op);
   const int64_t wo = pool_out(x, x.size(3), kernel, stride, padding, op);
   const kernels::BlockedPlane g = blocked_plane(x, ho, wo, op);
+  if (geometry) *geometry = g;
   const Tensor xc = engine::contiguous_nograd(x);
   Tensor y = Tensor::empty({g.n, g.cb, ho, wo, g.block}, x.dtype(), x.device());
   auto k = engine::kernel(kernels::kBlockedPool2d, x.dtype(), x.device());
   if (y.numel() > 0) k.fn(k.ctx, x.dtype(), xc.data_ptr(), g, max, kernel, stride, padding, y.data_ptr());
   return y;
+}
+
+/// Records the autograd node `name` of a blocked spatial op y = f(x) of geometry g: dx (blocked,
+/// [n, cb, h, w, block]) from the backward entry `key` of dy's device, called as
+/// (ctx, dtype, dy, g, args..., dx).
+template <typename Fn, typename... Args>
+void record_blocked_backward(const char* name, const Tensor& x, const Tensor& y, const kernels::BlockedPlane& g,
+                             const engine::KernelKey<Fn>& key, Args... args) {
+  engine::autograd::record_fn(name, {x}, {y}, [g, &key, args...](const std::vector<Tensor>& gr) {
+    if (!gr[0].defined()) return std::vector<Tensor>{Tensor()};
+    Tensor dy = engine::contiguous_nograd(gr[0]);
+    auto kb = engine::kernel(key, dy.dtype(), dy.device());
+    Tensor dx = Tensor::empty({g.n, g.cb, g.h, g.w, g.block}, dy.dtype(), dy.device());
+    if (dx.numel() > 0) kb.fn(kb.ctx, dy.dtype(), dy.data_ptr(), g, args..., dx.data_ptr());
+    return std::vector<Tensor>{dx};
+  });
 }
 
 /// op(x) for a blocked x that needs a gradient where the blocked entries have no backward (max
@@ -81,14 +100,7 @@ Tensor upsample_nearest(const Tensor& x, int64_t scale) {
     Tensor y = Tensor::empty({g.n, g.cb, g.ho, g.wo, g.block}, x.dtype(), x.device());
     auto k = engine::kernel(kernels::kBlockedUpsampleNearest, x.dtype(), x.device());
     if (y.numel() > 0) k.fn(k.ctx, x.dtype(), xc.data_ptr(), g, scale, y.data_ptr());
-    engine::autograd::record_fn("UpsampleNearestBackward", {x}, {y}, [g, scale](const std::vector<Tensor>& gr) {
-      if (!gr[0].defined()) return std::vector<Tensor>{Tensor()};
-      Tensor dy = engine::contiguous_nograd(gr[0]);
-      auto kb = engine::kernel(kernels::kBlockedUpsampleNearestBackward, dy.dtype(), dy.device());
-      Tensor dx = Tensor::empty({g.n, g.cb, g.h, g.w, g.block}, dy.dtype(), dy.device());
-      if (dx.numel() > 0) kb.fn(kb.ctx, dy.dtype(), dy.data_ptr(), g, scale, dx.data_ptr());
-      return std::vector<Tensor>{dx};
-    });
+    record_blocked_backward("UpsampleNearestBackward", x, y, g, kernels::kBlockedUpsampleNearestBackward, scale);
     return y;
   }
   check_nchw(x, "upsample_nearest");
@@ -133,17 +145,9 @@ Tensor max_pool2d(const Tensor& x, int64_t kernel, int64_t stride, int64_t paddi
 
 Tensor avg_pool2d(const Tensor& x, int64_t kernel, int64_t stride, int64_t padding) {
   if (x.defined() && is_blocked(x)) {
-    Tensor y = blocked_pool(x, false, kernel, stride, padding, "avg_pool2d");
-    const kernels::BlockedPlane g = blocked_plane(x, y.size(2), y.size(3), "avg_pool2d");
-    engine::autograd::record_fn(
-        "AvgPool2dBackward", {x}, {y}, [g, kernel, stride, padding](const std::vector<Tensor>& gr) {
-          if (!gr[0].defined()) return std::vector<Tensor>{Tensor()};
-          Tensor dy = engine::contiguous_nograd(gr[0]);
-          auto kb = engine::kernel(kernels::kBlockedAvgPool2dBackward, dy.dtype(), dy.device());
-          Tensor dx = Tensor::empty({g.n, g.cb, g.h, g.w, g.block}, dy.dtype(), dy.device());
-          if (dx.numel() > 0) kb.fn(kb.ctx, dy.dtype(), dy.data_ptr(), g, kernel, stride, padding, dx.data_ptr());
-          return std::vector<Tensor>{dx};
-        });
+    kernels::BlockedPlane g;
+    Tensor y = blocked_pool(x, false, kernel, stride, padding, "avg_pool2d", &g);
+    record_blocked_backward("AvgPool2dBackward", x, y, g, kernels::kBlockedAvgPool2dBackward, kernel, stride, padding);
     return y;
   }
   check_nchw(x, "avg_pool2d");

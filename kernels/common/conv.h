@@ -13,8 +13,8 @@ namespace kernels {
 /// y [n, c_out, h_out, w_out]; dilation in PyTorch convention (1 = dense kernel).
 /// src_block / dst_block: the layout of x / y, 0 for plain NCHW, else the channel block B of the
 /// blocked layout (kernels/common/blocked.h: [n, c / B, h, w, B] contiguous, c a multiple of B).
-/// Blocked operands are a CPU F32 inference feature: only the forward entries of the CPU backend
-/// take them (ops::conv2d_blocked); the others require 0.
+/// Blocked operands are a CPU F32 feature: the CPU backend's F32 entries take them, forward and
+/// backward (ops::conv2d_blocked, inference and training); F64 and the other backends require 0.
 struct Conv2dShape {
   int64_t n, c_in, h, w;
   int64_t c_out, kh, kw;

@@ -360,18 +360,39 @@ TEST(BlockedLayout, WholeModelTrainingStepMatchesPlain) {
     const Tensor x = testutil::random_tensor({2, 3, 64, 64}, 21, 0, 1, DType::F32);
     const TrainStep plain = train_step(*model, x, start, false);
     const TrainStep blocked = train_step(*model, x, start, true);
+    Tensor xn = x.clone();
+    {
+      engine::autograd::NoGradGuard ng;
+      xn.mul_(1.0 + 1.2e-7);  // about one ulp
+    }
+    const TrainStep nudged = train_step(*model, xn, start, false);
     const TrainStep other =
         train_step(*model, testutil::random_tensor({2, 3, 64, 64}, 22, 0, 1, DType::F32), start, false);
+    // The tolerance: the plain step's own noise floor, how far a one-ulp change of the input moves
+    // it (random weights at 64 px leave 2 x 2 P5 maps, where train-mode BatchNorm amplifies
+    // rounding), times 3, and at least 1e-4 (maps, buffers) / 1e-3 (gradients). Where the blocked
+    // convolutions run other oneDNN kernels than the plain ones (Y9_CPU_BLOCK=8 on AVX-512), the
+    // layouts differ by about that floor.
     const double e_raw = max_error(blocked.raw, plain.raw), e_grad = max_error(blocked.grads, plain.grads),
                  e_buf = max_error(blocked.buffers, plain.buffers);
+    const double n_raw = max_error(nudged.raw, plain.raw), n_grad = max_error(nudged.grads, plain.grads),
+                 n_buf = max_error(nudged.buffers, plain.buffers);
     const double m_raw = max_error(other.raw, plain.raw), m_grad = max_error(other.grads, plain.grads);
-    std::printf("  %s: blocked vs plain scaled error: raw maps %.2e, gradients %.2e, buffers %.2e "
-                "(another input: %.2e, %.2e)\n", yaml, e_raw, e_grad, e_buf, m_raw, m_grad);
-    EXPECT_LT(e_raw, 1e-4) << yaml;
-    EXPECT_LT(e_grad, 1e-3) << yaml;
-    EXPECT_LT(e_buf, 1e-4) << yaml;
-    EXPECT_GT(m_raw, 1e-2) << yaml;
-    EXPECT_GT(m_grad, 1e-2) << yaml;
+    const double t_raw = std::max(1e-4, 3 * n_raw), t_grad = std::max(1e-3, 3 * n_grad),
+                 t_buf = std::max(1e-4, 3 * n_buf);
+    std::printf("  %s: blocked vs plain scaled error: raw maps %.2e, gradients %.2e, buffers %.2e (one-ulp noise "
+                "%.2e, %.2e, %.2e; another input %.2e, %.2e)\n",
+                yaml, e_raw, e_grad, e_buf, n_raw, n_grad, n_buf, m_raw, m_grad);
+    EXPECT_LT(e_raw, t_raw) << yaml;
+    EXPECT_LT(e_buf, t_buf) << yaml;
+    // Each parameter's gradient against its own noise floor (the worst one sets t_grad).
+    for (size_t i = 0; i < plain.grads.size(); ++i) {
+      const double noise = scaled_error(nudged.grads[i], plain.grads[i]);
+      EXPECT_LT(scaled_error(blocked.grads[i], plain.grads[i]), std::max(1e-3, 3 * noise)) << yaml << " gradient " << i;
+    }
+    EXPECT_LT(e_grad, t_grad) << yaml;
+    EXPECT_GT(m_raw, 10 * t_raw) << yaml;
+    EXPECT_GT(m_grad, 10 * t_grad) << yaml;
   }
 }
 

@@ -112,6 +112,28 @@ TEST(CpuCache, NestedScopesKeepTheCacheUntilTheLastEndsAndBlocksOutliveIt) {
   EXPECT_EQ(misses(), m0 + 1);
 }
 
+// A larger inner scope (a validation inside CPU training) raises the cap while it lives; when it
+// ends, the outer scope's cap holds again and the blocks beyond it go back to the system.
+TEST(CpuCache, TheCapFallsBackWhenALargerInnerScopeEnds) {
+  auto* a = cpu_allocator();
+  CpuCacheScope outer(size_t(1) << 20);  // 1 MiB
+  {
+    CpuCacheScope inner(size_t(8) << 20);  // 8 MiB
+    std::vector<void*> blocks;
+    for (int i = 0; i < 4; ++i) blocks.push_back(a->allocate(size_t(1) << 20));
+    blocks.push_back(a->allocate(300000));
+    for (void* p : blocks) a->deallocate(p, p == blocks.back() ? 300000 : size_t(1) << 20);
+    EXPECT_EQ(cached(), static_cast<int64_t>(4 * (size_t(1) << 20) + engine::cpu_cache_size_class(300000)));
+  }
+  // Back under 1 MiB: the largest blocks went first, the 300000-byte one stays.
+  EXPECT_EQ(cached(), static_cast<int64_t>(engine::cpu_cache_size_class(300000)));
+  void* p = a->allocate(600000);
+  void* q = a->allocate(600000);
+  a->deallocate(p, 600000);
+  a->deallocate(q, 600000);  // over the 1 MiB cap again: freed to the system
+  EXPECT_EQ(cached(), static_cast<int64_t>(engine::cpu_cache_size_class(300000) + engine::cpu_cache_size_class(600000)));
+}
+
 // 4 threads x 2000 allocate/free pairs over 50 size classes: at most 4 blocks of a class are in
 // use at once, so at most 4 x 50 of the 8000 allocations reach the system (without reuse: all).
 TEST(CpuCache, ThreadsShareTheScopeSafely) {
