@@ -12,6 +12,7 @@
 #include "engine/tensor.h"
 #include "graph/fuse.h"
 #include "graph/model.h"
+#include "tests/testutil.h"
 
 namespace {
 
@@ -159,7 +160,12 @@ TEST(CpuCache, ThreadsShareTheScopeSafely) {
 // A predictor (model_predictor holds the arena) allocates nothing from the system once warm: with
 // the first pass's output kept, the second pass warms the blocks of a second output, and the third
 // pass then reaches the system zero times; its output equals the first pass's.
+// On one thread: with two, the detection head runs its conv chains concurrently
+// (graph::Detect::inter_op), and how many of their blocks are live at once depends on timing, so a
+// pass on a loaded machine can now and then need one block more than the passes before it (it is
+// then kept: seen once in a full ctest run beside other tests).
 TEST(CpuCache, PredictorPassesAllocateNothingFromTheSystemOnceWarm) {
+  testutil::OmpThreads threads(1);
   auto model = graph::Model::from_yaml(std::string(Y9_SOURCE_DIR) + "/configs/models/gelan-t.yaml");
   graph::fuse(*model);
   training::Predictor pred = training::model_predictor(*model);
