@@ -81,16 +81,21 @@ BENCHMARK(BM_BatchNormTrain)->Args({16, 64})->Args({32, 32})->Args({64, 16})->Ar
 // silu(batch_norm(...)) (fused:0, the baseline), same shapes as BM_BatchNormTrain. The fused form
 // keeps no normalised copy and passes over the activation fewer times; its `speedup` counter is the
 // baseline's time (measured first, in the same run) over its own.
-double g_bn_silu_baseline[5] = {};
-void BM_BatchNormSiluTrain(benchmark::State& state) {
-  const int64_t c = state.range(0), hw = state.range(1);
-  const bool fused = state.range(2) != 0;
+/// Seconds per forward + backward of the Conv block's BN + SiLU on [16, c, hw, hw]: fused
+/// (ops::batch_norm_silu) or the two ops, on the plain or the blocked layout (block 16).
+double bn_silu_train_seconds(benchmark::State& state, int64_t c, int64_t hw, bool fused, bool blocked) {
   Tensor x = Tensor::full({16, c, hw, hw}, 0.0);
   float* p = static_cast<float*>(x.data_ptr());
   for (int64_t i = 0; i < x.numel(); ++i) p[i] = static_cast<float>((i * 7919) % 1000) * 4e-3f - 2.f;
+  Tensor g = filled({16, c, hw, hw}, 0.5);
+  if (blocked) {
+    engine::autograd::NoGradGuard ng;
+    x = ops::to_blocked(x, 16);
+    g = ops::to_blocked(g, 16);
+  }
   x.set_requires_grad(true);
   Tensor w = filled({c}, 1.0).set_requires_grad(true), b = filled({c}, 0.0).set_requires_grad(true);
-  Tensor rm = filled({c}, 0.0), rv = filled({c}, 1.0), g = filled({16, c, hw, hw}, 0.5);
+  Tensor rm = filled({c}, 0.0), rv = filled({c}, 1.0);
   const auto t0 = std::chrono::steady_clock::now();
   for (auto _ : state) {
     Tensor y = fused ? ops::batch_norm_silu(x, w, b, rm, rv, true, 0.03, 1e-3)
@@ -98,9 +103,19 @@ void BM_BatchNormSiluTrain(benchmark::State& state) {
     y.backward(g);
     benchmark::DoNotOptimize(x.grad().data_ptr());
   }
-  const double per = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
-                     static_cast<double>(state.iterations());
-  const int slot = c == 16 ? 0 : c == 32 ? 1 : c == 64 ? 2 : hw == 8 ? 3 : 4;
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
+         static_cast<double>(state.iterations());
+}
+
+/// The slot of a (c, hw) row of the BN + SiLU benchmarks (their baselines, measured first).
+int bn_silu_slot(int64_t c, int64_t hw) { return c == 16 ? 0 : c == 32 ? 1 : c == 64 ? 2 : hw == 8 ? 3 : 4; }
+
+double g_bn_silu_baseline[5] = {};
+void BM_BatchNormSiluTrain(benchmark::State& state) {
+  const int64_t c = state.range(0), hw = state.range(1);
+  const bool fused = state.range(2) != 0;
+  const double per = bn_silu_train_seconds(state, c, hw, fused, false);
+  const int slot = bn_silu_slot(c, hw);
   if (!fused) g_bn_silu_baseline[slot] = per;
   if (fused && g_bn_silu_baseline[slot] > 0) state.counters["speedup"] = g_bn_silu_baseline[slot] / per;
 }
@@ -121,27 +136,8 @@ double g_bn_blocked_baseline[5] = {};
 void BM_BatchNormSiluTrainBlocked(benchmark::State& state) {
   const int64_t c = state.range(0), hw = state.range(1);
   const bool is_blocked = state.range(2) != 0;
-  Tensor x = Tensor::full({16, c, hw, hw}, 0.0);
-  float* p = static_cast<float*>(x.data_ptr());
-  for (int64_t i = 0; i < x.numel(); ++i) p[i] = static_cast<float>((i * 7919) % 1000) * 4e-3f - 2.f;
-  Tensor g = filled({16, c, hw, hw}, 0.5);
-  if (is_blocked) {
-    engine::autograd::NoGradGuard ng;
-    x = ops::to_blocked(x, 16);
-    g = ops::to_blocked(g, 16);
-  }
-  x.set_requires_grad(true);
-  Tensor w = filled({c}, 1.0).set_requires_grad(true), b = filled({c}, 0.0).set_requires_grad(true);
-  Tensor rm = filled({c}, 0.0), rv = filled({c}, 1.0);
-  const auto t0 = std::chrono::steady_clock::now();
-  for (auto _ : state) {
-    Tensor y = ops::batch_norm_silu(x, w, b, rm, rv, true, 0.03, 1e-3);
-    y.backward(g);
-    benchmark::DoNotOptimize(x.grad().data_ptr());
-  }
-  const double per = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
-                     static_cast<double>(state.iterations());
-  const int slot = c == 16 ? 0 : c == 32 ? 1 : c == 64 ? 2 : hw == 8 ? 3 : 4;
+  const double per = bn_silu_train_seconds(state, c, hw, /*fused=*/true, is_blocked);
+  const int slot = bn_silu_slot(c, hw);
   if (!is_blocked) g_bn_blocked_baseline[slot] = per;
   if (is_blocked && g_bn_blocked_baseline[slot] > 0) state.counters["speedup"] = g_bn_blocked_baseline[slot] / per;
 }

@@ -1,6 +1,6 @@
 // The blocked channel layout of the CPU (ops/ops.h, issue 15 item 1): layout queries and
-// conversions (differentiable). The blocked convolutions are in ops/conv.cpp, the blocked spatial ops in
-// ops/spatial.cpp.
+// conversions (differentiable). The blocked convolutions are in ops/conv.cpp, the blocked spatial
+// ops in ops/spatial.cpp.
 #include "engine/autograd.h"
 #include "kernels/common/blocked.h"
 #include "ops/dispatch.h"

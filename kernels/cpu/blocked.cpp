@@ -1,7 +1,7 @@
 // CPU entries of the blocked channel layout (kernels/common/blocked.h): the preferred channel
-// block, pooling and nearest upsampling on [N, C / B, H, W, B] planes, and the backward of average
-// pooling and upsampling. The lanes of a block are
-// the innermost loop, so each window step is one vector operation over B channels.
+// block, the layout conversion, pooling and nearest upsampling on [N, C / B, H, W, B] planes, and
+// the backward of average pooling and upsampling. The lanes of a block are the innermost loop, so
+// each window step is one vector operation over B channels.
 #include <algorithm>
 #include <cstdlib>
 #include <limits>

@@ -28,25 +28,7 @@ using testutil::same_bits;
 
 std::string cfg(const std::string& file) { return std::string(Y9_SOURCE_DIR) + "/configs/models/" + file; }
 
-/// Sets the process-wide blocked switch of training for a scope.
-class BlockedTrainingSwitch {
- public:
-  explicit BlockedTrainingSwitch(bool on) : prev_(graph::blocked_training()) { graph::set_blocked_training(on); }
-  ~BlockedTrainingSwitch() { graph::set_blocked_training(prev_); }
-
- private:
-  bool prev_;
-};
-
-/// Restores the process-wide blocked switch after a test.
-class BlockedSwitch {
- public:
-  explicit BlockedSwitch(bool on) : prev_(graph::blocked_inference()) { graph::set_blocked_inference(on); }
-  ~BlockedSwitch() { graph::set_blocked_inference(prev_); }
-
- private:
-  bool prev_;
-};
+using graphtest::BlockedLayoutScope;
 
 /// max |a - b| / max(1, max |b|) over the elements (both plain, same shape).
 double scaled_error(const Tensor& a, const Tensor& b) {
@@ -254,7 +236,7 @@ TEST(BlockedLayout, FusedModelsMatchThePlainForward) {
       // the in-place concat runs; nothing requires grad, so the same fused kernels do).
       graph::ModelOutput plain, other, nudged;
       {
-        BlockedTrainingSwitch plain_training(false);
+        BlockedLayoutScope plain_training(std::nullopt, false);
         EXPECT_FALSE(model->blocked_forward(x)) << what;
         const int64_t n0 = graph::blocked_forwards(), c0 = graph::in_place_concats();
         plain = model->forward(x);
@@ -278,7 +260,7 @@ TEST(BlockedLayout, FusedModelsMatchThePlainForward) {
       const double moved = output_error(other, plain, what);
       EXPECT_GT(moved, 10 * tol) << what << ": the outputs hardly depend on the input";
       for (bool winograd : {false, true}) {
-        BlockedSwitch on(true);
+        BlockedLayoutScope on(true, std::nullopt);
         const bool prev = graph::cpu_winograd();
         graph::set_cpu_winograd(winograd);
         EXPECT_TRUE(model->blocked_forward(x)) << what;
@@ -307,7 +289,7 @@ struct TrainStep {
 
 TrainStep train_step(graph::Model& model, const Tensor& x, const std::vector<std::pair<std::string, Tensor>>& start,
                      bool blocked) {
-  BlockedTrainingSwitch sw(blocked);
+  BlockedLayoutScope sw(std::nullopt, blocked);
   {
     engine::autograd::NoGradGuard ng;
     auto buffers = model.named_buffers();
@@ -400,8 +382,7 @@ TEST(BlockedLayout, WholeModelTrainingStepMatchesPlain) {
 // eval mode with grad mode off, training's otherwise), not observed.
 TEST(BlockedLayout, OnlyCpuF32ForwardsWithTheirSwitchOnRunBlocked) {
   if (ops::channel_block(engine::Device::cpu()) == 0) GTEST_SKIP() << "no blocked layout on this CPU";
-  BlockedSwitch on(true);
-  BlockedTrainingSwitch training_on(true);
+  BlockedLayoutScope on(true, true);
   auto model = graph::Model::from_yaml(cfg("gelan-t.yaml"));
   model->eval();
   const Tensor x = testutil::random_tensor({1, 3, 64, 64}, 12, 0, 1, DType::F32);

@@ -111,9 +111,7 @@ void expect_same_output(const graph::ModelOutput& a, const graph::ModelOutput& b
 TEST(ConcatInPlace, ModelPassesMatchTheConcatPathBitForBit) {
   testutil::OmpThreads threads(2);
   // The plain NCHW path: the blocked layout (tests/graph/blocked_layout_test.cpp) rounds otherwise.
-  const bool blocked = graph::blocked_inference(), blocked_training = graph::blocked_training();
-  graph::set_blocked_inference(false);
-  graph::set_blocked_training(false);
+  graphtest::BlockedLayoutScope plain(false, false);
   struct Case {
     const char* yaml;
     bool fused;
@@ -140,8 +138,6 @@ TEST(ConcatInPlace, ModelPassesMatchTheConcatPathBitForBit) {
     model->forward(testutil::random_tensor({2, 3, c.img, c.img}, 10, 0, 1, DType::F32));
     EXPECT_EQ(graph::in_place_concats(), n1) << what;
   }
-  graph::set_blocked_inference(blocked);
-  graph::set_blocked_training(blocked_training);
 }
 
 }  // namespace

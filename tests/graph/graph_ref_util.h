@@ -13,6 +13,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "engine/autograd.h"
 #include "engine/tensor.h"
@@ -24,6 +25,27 @@
 #include "tests/testutil.h"
 
 namespace graphtest {
+
+/// Sets the process-wide switches of the CPU's blocked layout for a scope and restores them after:
+/// inference's (graph::set_blocked_inference) and training's (graph::set_blocked_training);
+/// std::nullopt leaves one as it is.
+class BlockedLayoutScope {
+ public:
+  BlockedLayoutScope(std::optional<bool> inference, std::optional<bool> training)
+      : inference_(graph::blocked_inference()), training_(graph::blocked_training()) {
+    if (inference) graph::set_blocked_inference(*inference);
+    if (training) graph::set_blocked_training(*training);
+  }
+  ~BlockedLayoutScope() {
+    graph::set_blocked_inference(inference_);
+    graph::set_blocked_training(training_);
+  }
+  BlockedLayoutScope(const BlockedLayoutScope&) = delete;
+  BlockedLayoutScope& operator=(const BlockedLayoutScope&) = delete;
+
+ private:
+  bool inference_, training_;
+};
 
 inline nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);

@@ -51,28 +51,12 @@ void expect_eval_outputs(const graph::ModelOutput& out, const graph::Model& m,
 
 namespace {
 
-/// Sets both process-wide blocked switches (inference and training) for a scope.
-class LayoutScope {
- public:
-  explicit LayoutScope(bool blocked) : inference_(graph::blocked_inference()), training_(graph::blocked_training()) {
-    graph::set_blocked_inference(blocked);
-    graph::set_blocked_training(blocked);
-  }
-  ~LayoutScope() {
-    graph::set_blocked_inference(inference_);
-    graph::set_blocked_training(training_);
-  }
-
- private:
-  bool inference_, training_;
-};
-
 /// Every model fixture: the eval outputs and the train-mode step (raw maps, BN buffers), in the
 /// plain NCHW layout or the CPU's blocked one (the tolerances are the same).
 void check_model_fixtures(bool blocked) {
   const std::string ref = testutil::reference_dir();
   if (ref.empty()) GTEST_SKIP() << "no reference folder";
-  LayoutScope layout(blocked);
+  graphtest::BlockedLayoutScope layout(blocked, blocked);
   const int64_t blocked0 = graph::blocked_forwards();
   const auto files = testutil::glob_files(ref, "model_*.json");
   ASSERT_FALSE(files.empty());
@@ -177,8 +161,7 @@ TEST(ModelRef, FusedBlockedForwardMatchesOfficial) {
   if (ops::channel_block(engine::Device::cpu()) == 0) GTEST_SKIP() << "no blocked layout on this CPU";
   const auto files = testutil::glob_files(ref, "model_*.json");
   ASSERT_FALSE(files.empty());
-  const bool blocked = graph::blocked_inference();
-  graph::set_blocked_inference(true);
+  graphtest::BlockedLayoutScope blocked_inference(true, std::nullopt);
   for (const auto& jf : files) {
     SCOPED_TRACE(jf);
     const auto j = graphtest::read_json(jf);
@@ -194,5 +177,4 @@ TEST(ModelRef, FusedBlockedForwardMatchesOfficial) {
     expect_eval_outputs(m->forward(input), *m, fx, jf + " fused, blocked:");
     EXPECT_EQ(graph::blocked_forwards(), n0 + 1);
   }
-  graph::set_blocked_inference(blocked);
 }

@@ -30,22 +30,12 @@ using graphtest::scaled_error;
 
 namespace {
 
-/// Sets the process-wide blocked switch of training (graph::set_blocked_training) for a scope.
-class TrainingLayout {
- public:
-  explicit TrainingLayout(bool blocked) : prev_(graph::blocked_training()) { graph::set_blocked_training(blocked); }
-  ~TrainingLayout() { graph::set_blocked_training(prev_); }
-
- private:
-  bool prev_;
-};
-
 /// Every loss fixture, with the model training in the plain NCHW layout or the CPU's blocked one
 /// (the same tolerances).
 void check_loss_fixtures(bool blocked) {
   const std::string ref = testutil::reference_dir();
   if (ref.empty()) GTEST_SKIP() << "no reference folder";
-  TrainingLayout layout(blocked);
+  graphtest::BlockedLayoutScope layout(std::nullopt, blocked);
   const int64_t blocked0 = graph::blocked_forwards();
   const auto files = testutil::glob_files(ref, "loss_*.json");
   ASSERT_FALSE(files.empty());
