@@ -110,15 +110,21 @@ double bn_silu_train_seconds(benchmark::State& state, int64_t c, int64_t hw, boo
 /// The slot of a (c, hw) row of the BN + SiLU benchmarks (their baselines, measured first).
 int bn_silu_slot(int64_t c, int64_t hw) { return c == 16 ? 0 : c == 32 ? 1 : c == 64 ? 2 : hw == 8 ? 3 : 4; }
 
-double g_bn_silu_baseline[5] = {};
-void BM_BatchNormSiluTrain(benchmark::State& state) {
+/// One row (c, hw, candidate) of a BN + SiLU comparison: the baseline (candidate 0, run first)
+/// keeps its time in baselines[slot]; the candidate gets `speedup` = that time / its own.
+/// vary_fused: the candidate is the fused op against the two ops (plain layout); else the fused op
+/// on the blocked layout against the plain one.
+void bn_silu_row(benchmark::State& state, double* baselines, bool vary_fused) {
   const int64_t c = state.range(0), hw = state.range(1);
-  const bool fused = state.range(2) != 0;
-  const double per = bn_silu_train_seconds(state, c, hw, fused, false);
+  const bool candidate = state.range(2) != 0;
+  const double per = bn_silu_train_seconds(state, c, hw, vary_fused ? candidate : true, vary_fused ? false : candidate);
   const int slot = bn_silu_slot(c, hw);
-  if (!fused) g_bn_silu_baseline[slot] = per;
-  if (fused && g_bn_silu_baseline[slot] > 0) state.counters["speedup"] = g_bn_silu_baseline[slot] / per;
+  if (!candidate) baselines[slot] = per;
+  if (candidate && baselines[slot] > 0) state.counters["speedup"] = baselines[slot] / per;
 }
+
+double g_bn_silu_baseline[5] = {};
+void BM_BatchNormSiluTrain(benchmark::State& state) { bn_silu_row(state, g_bn_silu_baseline, /*vary_fused=*/true); }
 BENCHMARK(BM_BatchNormSiluTrain)
     ->ArgNames({"c", "hw", "fused"})
     ->Args({16, 64, 0})->Args({16, 64, 1})
@@ -134,12 +140,7 @@ BENCHMARK(BM_BatchNormSiluTrain)
 // run unfused on both (silu(batch_norm(...))).
 double g_bn_blocked_baseline[5] = {};
 void BM_BatchNormSiluTrainBlocked(benchmark::State& state) {
-  const int64_t c = state.range(0), hw = state.range(1);
-  const bool is_blocked = state.range(2) != 0;
-  const double per = bn_silu_train_seconds(state, c, hw, /*fused=*/true, is_blocked);
-  const int slot = bn_silu_slot(c, hw);
-  if (!is_blocked) g_bn_blocked_baseline[slot] = per;
-  if (is_blocked && g_bn_blocked_baseline[slot] > 0) state.counters["speedup"] = g_bn_blocked_baseline[slot] / per;
+  bn_silu_row(state, g_bn_blocked_baseline, /*vary_fused=*/false);
 }
 BENCHMARK(BM_BatchNormSiluTrainBlocked)
     ->ArgNames({"c", "hw", "blocked"})

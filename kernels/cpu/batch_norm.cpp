@@ -699,21 +699,28 @@ void batch_norm_forward(engine::DeviceContext&, engine::DType dt, const BatchNor
                   static_cast<double*>(y), static_cast<double*>(mean), static_cast<double*>(invstd), sync);
 }
 
+/// The backward of a blocked x (s.block > 0), of BatchNorm or (silu) the fused BN + SiLU.
+void backward_blocked(engine::DType dt, const BatchNormShape& s, const void* x, const void* dy, const void* mean,
+                      const void* invstd, const void* w, const void* b, bool training, void* dx, void* dw, void* db,
+                      bool silu) {
+  float_or_double(dt, [&](auto t) {
+    using T = decltype(t);
+    with_block(s, [&](auto bc) {
+      batch_norm_backward_blocked_cpu<decltype(bc)::value>(
+          static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<const T*>(mean),
+          static_cast<const T*>(invstd), static_cast<const T*>(w), static_cast<const T*>(b), training,
+          static_cast<T*>(dx), static_cast<T*>(dw), static_cast<T*>(db), s.n, s.c, s.hw, silu);
+    });
+  });
+}
+
 void batch_norm_backward(engine::DeviceContext&, engine::DType dt, const BatchNormShape& s, const void* x,
                          const void* dy, const void* mean, const void* invstd, const void* w, bool training, void* dx,
                          void* dw, void* db, const BatchNormSync* sync) {
   if (s.block > 0) {
     Y9_CHECK_SHAPE(!(training && sync && sync->fn), "batch_norm: synchronised BatchNorm of a blocked x is not a "
                    "CPU kernel (ops::batch_norm computes it on the plain layout)");
-    float_or_double(dt, [&](auto t) {
-      using T = decltype(t);
-      with_block(s, [&](auto bc) {
-        batch_norm_backward_blocked_cpu<decltype(bc)::value>(
-            static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<const T*>(mean),
-            static_cast<const T*>(invstd), static_cast<const T*>(w), static_cast<const T*>(nullptr), training,
-            static_cast<T*>(dx), static_cast<T*>(dw), static_cast<T*>(db), s.n, s.c, s.hw, /*silu=*/false);
-      });
-    });
+    backward_blocked(dt, s, x, dy, mean, invstd, w, nullptr, training, dx, dw, db, /*silu=*/false);
     return;
   }
   if (training && sync && sync->fn) {
@@ -751,17 +758,9 @@ void batch_norm_silu_forward(engine::DeviceContext&, engine::DType dt, const Bat
 void batch_norm_silu_backward(engine::DeviceContext&, engine::DType dt, const BatchNormShape& s, const void* x,
                               const void* dy, const void* mean, const void* invstd, const void* w, const void* b,
                               bool training, void* dx, void* dw, void* db) {
+  if (s.block > 0) return backward_blocked(dt, s, x, dy, mean, invstd, w, b, training, dx, dw, db, /*silu=*/true);
   float_or_double(dt, [&](auto t) {
     using T = decltype(t);
-    if (s.block > 0) {
-      with_block(s, [&](auto bc) {
-        batch_norm_backward_blocked_cpu<decltype(bc)::value>(
-            static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<const T*>(mean),
-            static_cast<const T*>(invstd), static_cast<const T*>(w), static_cast<const T*>(b), training,
-            static_cast<T*>(dx), static_cast<T*>(dw), static_cast<T*>(db), s.n, s.c, s.hw, /*silu=*/true);
-      });
-      return;
-    }
     batch_norm_silu_backward_cpu(static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<const T*>(mean),
                                  static_cast<const T*>(invstd), static_cast<const T*>(w), static_cast<const T*>(b),
                                  training, static_cast<T*>(dx), static_cast<T*>(dw), static_cast<T*>(db), s.n, s.c,
