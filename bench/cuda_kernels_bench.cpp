@@ -386,11 +386,11 @@ void BM_conv3x3(benchmark::State& state) {
   const double flops = 2.0 * 16 * 64 * 160 * 160 * 64 * 9;
   if (dir == 0) {
     auto k = engine::kernel(kernels::kConv2dForward, dt, kDev);
-    measure(state, [&] { k.fn(k.ctx, s, dt, x.data_ptr(), w.data_ptr(), nullptr, y.data_ptr()); }, 0, flops,
+    measure(state, [&] { k.fn(k.ctx, s, dt, x.data_ptr(), w.data_ptr(), nullptr, y.data_ptr(), nullptr); }, 0, flops,
             "cuDNN forward");
   } else if (dir == 1) {
     auto k = engine::kernel(kernels::kConv2dBackwardData, dt, kDev);
-    measure(state, [&] { k.fn(k.ctx, s, dt, x.data_ptr(), w.data_ptr(), y.data_ptr()); }, 0, flops,
+    measure(state, [&] { k.fn(k.ctx, s, dt, x.data_ptr(), w.data_ptr(), y.data_ptr(), nullptr); }, 0, flops,
             "cuDNN backward data");
   } else {
     auto k = engine::kernel(kernels::kConv2dBackwardWeights, dt, kDev);

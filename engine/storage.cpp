@@ -17,6 +17,7 @@ Storage::Storage(void* data, size_t nbytes, Device device, std::function<void(vo
 
 void Storage::freeze() {
   if (!derived_) derived_ = std::make_unique<DerivedData>();
+  frozen_ = true;
 }
 
 Storage::~Storage() {

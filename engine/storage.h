@@ -1,6 +1,8 @@
 // A reference-counted block of memory on one device; tensors are views into a storage.
 #pragma once
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -12,13 +14,16 @@
 namespace engine {
 
 /// Data a kernel derives from the bytes of a frozen storage and keeps for the next call, for
-/// example a convolution's weights re-laid-out into its primitive's blocked layout (the fused
-/// inference convolution of kernels/cpu/conv.cpp). Entries are keyed by an address inside the
-/// storage (the operand's first byte) and live until the storage is written through a Tensor
-/// in-place method (Storage::note_write) or destroyed. Thread-safe.
+/// example a convolution's weights re-laid-out into its primitive's blocked layout (the CPU
+/// convolutions of kernels/cpu/conv.cpp). Entries are keyed by an address inside the storage (the
+/// operand's first byte) and live as long as the storage. They are stamped with the generation
+/// they were derived at: every write that thaws the storage (Storage::note_write) starts a new
+/// generation, so an entry whose generation() differs from the current one holds data derived from
+/// older bytes. A kernel must then derive it again (it may reuse the entry's memory: the trainer
+/// thaws and re-freezes the parameters around every optimizer step). Thread-safe.
 class DerivedData {
  public:
-  /// The entry of `key`, or null when none was put.
+  /// The entry of `key` (of any generation; see above), or null when none was put.
   std::shared_ptr<void> find(const void* key) const {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = entries_.find(key);
@@ -34,8 +39,13 @@ class DerivedData {
     std::lock_guard<std::mutex> lock(mu_);
     return entries_.size();
   }
+  /// The current generation: 0 at the first freeze, + 1 at every thaw.
+  uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
+  /// Starts a new generation (Storage::note_write): every entry is stale from now on.
+  void next_generation() { generation_.fetch_add(1, std::memory_order_acq_rel); }
 
  private:
+  std::atomic<uint64_t> generation_{0};
   mutable std::mutex mu_;
   std::map<const void*, std::shared_ptr<void>> entries_;
 };
@@ -65,18 +75,24 @@ class Storage {
   void record_stream(StreamKind stream);
 
   /// Declares the bytes constant from now on, so that kernels may keep data derived from them
-  /// (derived()). graph::fuse does this for the convolution weights of an inference model.
-  /// Every write through a Tensor in-place method (copy_, fill_, add_, mul_) calls note_write(),
-  /// which thaws the storage and drops what was derived; code that writes a frozen storage
-  /// through a raw data pointer must call note_write() itself. Not thread-safe: freeze() and
-  /// note_write() must not run while a kernel on another thread reads this storage.
+  /// (derived()). graph::fuse does this for the convolution weights of an inference model, the
+  /// trainer for the flat parameters between two optimizer steps. Every write through a Tensor
+  /// in-place method (copy_, fill_, add_, mul_) calls note_write(), which thaws the storage; code
+  /// that writes a frozen storage through a raw data pointer (the optimizers' fused kernels) must
+  /// call note_write() itself, before the write. Not thread-safe: freeze() and note_write() must
+  /// not run while a kernel on another thread reads this storage.
   void freeze();
-  bool frozen() const { return derived_ != nullptr; }
-  /// Thaws a frozen storage (its bytes are about to change): derived data is dropped. A no-op
-  /// when not frozen.
-  void note_write() { derived_.reset(); }
+  bool frozen() const { return frozen_; }
+  /// Thaws a frozen storage (its bytes are about to change): what was derived becomes stale (a new
+  /// DerivedData generation; the entries and their memory stay, for the kernels to derive again
+  /// after the next freeze). A no-op when not frozen.
+  void note_write() {
+    if (!frozen_) return;
+    frozen_ = false;
+    derived_->next_generation();
+  }
   /// Where kernels keep data derived from a frozen storage; nullptr when not frozen.
-  DerivedData* derived() const { return derived_.get(); }
+  DerivedData* derived() const { return frozen_ ? derived_.get() : nullptr; }
 
  private:
   void* data_ = nullptr;
@@ -84,7 +100,8 @@ class Storage {
   Device device_;
   Allocator* allocator_ = nullptr;
   std::function<void(void*)> deleter_;
-  std::unique_ptr<DerivedData> derived_;  // non-null while frozen
+  bool frozen_ = false;
+  std::unique_ptr<DerivedData> derived_;  // made at the first freeze, kept across thaws
 };
 
 }  // namespace engine

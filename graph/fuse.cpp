@@ -104,12 +104,12 @@ int fuse(Module& m) {
     n += c->bn ? 1 : 0;
     c->fuse();
   }
-  // The folded weights are constant from here (no training after fusion): freezing their
-  // storages lets the fused inference convolution keep them in its own layout (engine::Storage::
-  // freeze; a later write through a Tensor in-place method, load_state_dict's copy_ for example,
-  // thaws them again).
-  for (Conv* c : convs) c->conv->weight.storage()->freeze();
-  for (RepConvN* r : reps) r->conv->weight.storage()->freeze();
+  // The weights are constant from here (no training after fusion): freezing the storages of every
+  // convolution's weight (the folded ones, and the head's plain Conv2d layers) lets the inference
+  // convolution keep them in its own layout (engine::Storage::freeze; a later write through a
+  // Tensor in-place method, load_state_dict's copy_ for example, thaws them again).
+  for (auto& [name, mod] : m.named_modules())
+    if (auto* c = dynamic_cast<Conv2d*>(mod)) c->weight.storage()->freeze();
   return n;
 }
 

@@ -65,18 +65,18 @@ struct ForwardRun {
 /// Runs the forward entry `key` (kernels/common/conv.h) of x's device on geometry `s`:
 /// y [n, c_out, h_out, w_out] in x's dtype (into `y_out` when defined: contiguous, that shape,
 /// dtype and device, checked by the caller; else a new tensor), from contiguous copies of x, w and
-/// bias (undefined: none). `extra...` follow y in the entry's arguments. Throws NotSupportedError
-/// when the backend lacks the entry for the dtype.
-template <typename Fn, typename... Extra>
+/// bias (undefined: none), with the derived data of w's storage when it is frozen (a copy's fresh
+/// storage is not). Throws NotSupportedError when the backend lacks the entry for the dtype.
+template <typename Fn>
 ForwardRun run_forward(const engine::KernelKey<Fn>& key, const kernels::Conv2dShape& s, const Tensor& x,
-                       const Tensor& w, const Tensor& bias, const Tensor& y_out, Extra... extra) {
+                       const Tensor& w, const Tensor& bias, const Tensor& y_out) {
   auto k = engine::kernel(key, x.dtype(), x.device());
   ForwardRun r{y_out.defined() ? y_out : Tensor::empty({s.n, s.c_out, s.h_out, s.w_out}, x.dtype(), x.device()),
                engine::contiguous_nograd(x), engine::contiguous_nograd(w)};
   Tensor bc = bias.defined() ? engine::contiguous_nograd(bias) : Tensor();
   if (r.y.numel() > 0)
     k.fn(k.ctx, s, x.dtype(), r.xc.data_ptr(), r.wc.data_ptr(), bc.defined() ? bc.data_ptr() : nullptr,
-         r.y.data_ptr(), extra...);
+         r.y.data_ptr(), r.wc.storage()->derived());
   return r;
 }
 
@@ -97,7 +97,9 @@ void record_conv_backward(const kernels::Conv2dShape& s, const Tensor& x, const 
         if (need_x) {
           auto kd = engine::kernel(kernels::kConv2dBackwardData, dt, xc.device());
           dx = Tensor::empty(xc.shape(), dt, xc.device());
-          kd.fn(kd.ctx, s, dt, dy.data_ptr(), wc.data_ptr(), dx.data_ptr());
+          // The weight's storage is still frozen when it was at the forward (the trainer thaws it
+          // only for the optimizer step, after the backward): its kept layouts serve here too.
+          kd.fn(kd.ctx, s, dt, dy.data_ptr(), wc.data_ptr(), dx.data_ptr(), wc.storage()->derived());
         }
         if (need_w || need_b) {
           // One pass computes both; the weight buffer is scratch when only the bias is needed.
@@ -174,10 +176,8 @@ Tensor conv2d_silu(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in
                      engine::backend(x.device().type).supports(kernels::kConv2dBiasSiLUForward, x.dtype());
   if (!fused) return silu(conv2d(x, w, bias, std::move(stride), std::move(padding), std::move(dilation), groups));
   const kernels::Conv2dShape s = conv_shape(x, w, bias, stride, padding, dilation, groups);
-  // A frozen weight (graph::fuse) lets the kernel keep it in its own layout; a non-contiguous w
-  // is copied first, to a fresh storage that is not frozen (null: no derived data).
-  const Tensor wc = engine::contiguous_nograd(w);
-  return run_forward(kernels::kConv2dBiasSiLUForward, s, x, wc, bias, Tensor(), wc.storage()->derived()).y;
+  // A frozen weight (graph::fuse) lets the kernel keep it in its own layout (run_forward).
+  return run_forward(kernels::kConv2dBiasSiLUForward, s, x, w, bias, Tensor()).y;
 }
 
 void conv2d_into(const Tensor& out, const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in,
@@ -196,8 +196,7 @@ void conv2d_silu_into(const Tensor& out, const Tensor& x_in, const Tensor& w_in,
                                   groups)));
     return;
   }
-  const Tensor wc = engine::contiguous_nograd(a.w);
-  run_forward(kernels::kConv2dBiasSiLUForward, a.s, a.x, wc, a.bias, out, wc.storage()->derived());
+  run_forward(kernels::kConv2dBiasSiLUForward, a.s, a.x, a.w, a.bias, out);
 }
 
 }  // namespace ops
@@ -237,7 +236,7 @@ void run_blocked(const IntoArgs& a, bool silu, const Tensor& y) {
   } else {
     auto k = engine::kernel(kernels::kConv2dForward, xc.dtype(), xc.device());
     k.fn(k.ctx, a.s, xc.dtype(), xc.data_ptr(), wc.data_ptr(), bc.defined() ? bc.data_ptr() : nullptr,
-         y.data_ptr());
+         y.data_ptr(), wc.storage()->derived());
   }
 }
 

@@ -269,6 +269,19 @@ size_t cpu_train_cache_mib() {
   return static_cast<size_t>(v);
 }
 
+/// Whether training freezes the flat parameters between optimizer steps, so that the CPU
+/// convolutions keep each weight in their primitives' layouts (engine::Storage::freeze):
+/// Y9_CPU_WEIGHT_CACHE, 1 (the default) or 0 (reorder on every call, as before; the results are
+/// bit-identical either way). Throws ConfigError naming the variable for another value.
+bool cpu_weight_cache() {
+  const char* e = std::getenv("Y9_CPU_WEIGHT_CACHE");
+  if (!e) return true;
+  const std::string v = e;
+  Y9_CHECK_T(engine::ConfigError, v == "0" || v == "1", "Y9_CPU_WEIGHT_CACHE must be 1 (the default) or 0, got '", v,
+             "'");
+  return v == "1";
+}
+
 void notice(const char* flag, const char* why) { std::printf("notice: %s %s\n", flag, why); }
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
@@ -534,7 +547,8 @@ void Trainer::setup_notices() {
              o_.benchmark, ")");
   Y9_CHECK_T(engine::ConfigError, o_.benchmark_data == "real" || o_.benchmark_data == "synthetic",
              "--benchmark-data must be real or synthetic (got '", o_.benchmark_data, "')");
-  cpu_train_cache_mib();  // the environment's cap checked before any work
+  cpu_train_cache_mib();  // the environment's settings checked before any work
+  weight_cache_ = cpu_weight_cache();
   if (o_.benchmark > 0) {
     // A measurement, not a run: no validation, checkpoints or plots; enough epochs for the steps
     // (the schedule stays near its start).
@@ -1518,6 +1532,10 @@ void Trainer::step(const io::Batch& batch, int64_t epoch, int64_t i, int64_t ni,
   // DFL expectation matmul in FP16, spec loss.md section 8; all-FP32 here is the more accurate
   // side of that). CPU: never (AMP is off there), so the CPU step is unchanged.
   const std::optional<engine::DType> autocast = training_autocast(device_, amp_mode_);
+  // The parameters stay constant until the next optimizer step (the accumulation window): frozen,
+  // the CPU convolutions keep each weight in their primitives' layouts (forward and backward data)
+  // instead of reordering it on every call (engine::Storage::freeze; thawed before the step).
+  if (weight_cache_) store_->params().flat.storage()->freeze();
   graph::ModelOutput out;
   {
     std::optional<ops::AutocastGuard> ac;
@@ -1585,6 +1603,9 @@ void Trainer::step(const io::Batch& batch, int64_t epoch, int64_t i, int64_t ni,
     const int64_t t_opt = tr ? tr->now_us() : 0;
     // Official: scaler.unscale_; clip_grad_norm_(10.0); scaler.step; scaler.update; zero_grad;
     // ema.update (also after a step the scaler skipped for inf/NaN gradients).
+    // The fused optimizer kernels write the flat parameters through raw pointers: thaw first, so
+    // that the next forward's kernels derive their weight layouts from the new values.
+    store_->params().flat.storage()->note_write();
     const ScaledStepResult sr = scaled_optimizer_step(*scaler_, *opt_, *ema_, kClipMaxNorm);
     if (sr.stepped) {
       record_grad_norm(epoch, i, ni, sr.grad_norm);
@@ -1608,6 +1629,11 @@ TrainValResult Trainer::validate() {
   const auto ms = ema_model_->state_dict();
   const auto& es = ema_->state();
   for (size_t k = 0; k < ms.size(); ++k) Tensor(ms[k].second).copy_(es[k].second);
+  // Constant through the validation: frozen, the convolution weights are reordered into their
+  // primitives' layouts once, not on every batch (the next validation's copy_ thaws them).
+  if (weight_cache_)
+    for (auto& [name, mod] : ema_model_->named_modules())
+      if (auto* c = dynamic_cast<graph::Conv2d*>(mod)) c->weight.storage()->freeze();
   if (!val_sharded_) {
     // An out-of-memory error in validation never loses the training run: the val batch is halved
     // (the rect batches rebuilt) and the validation retried, down to batch 1; if even that does not

@@ -247,6 +247,8 @@ class Trainer {
   void print_benchmark(double t_train, const double* times, int64_t images, int64_t batch, int64_t imgsz) const;
   OptimizerKind opt_kind_ = OptimizerKind::SGD;
   int64_t accumulate_ = 1;
+  /// Y9_CPU_WEIGHT_CACHE: freeze the flat parameters between optimizer steps (step()).
+  bool weight_cache_ = true;
   WarmupHyp warmup_;
 
   int64_t start_epoch_ = 0, skip_batches_ = 0, last_opt_step_ = -1;

@@ -29,25 +29,30 @@ struct Conv2dShape {
 };
 
 /// y = conv(x, w) + bias (bias may be null).
+/// `w_derived`: the DerivedData of w's storage when that storage is frozen (its bytes constant,
+/// engine::Storage::freeze: the folded weights of a fused model, the trainer's flat parameters
+/// between optimizer steps), else null. With it the kernel may keep w in its primitive's layout
+/// there (CPU F32: oneDNN's weight reorder runs once per weight and generation, not once per call;
+/// other backends and dtypes ignore it).
 using Conv2dForwardFn = void (*)(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dtype,
-                                 const void* x, const void* w, const void* bias, void* y);
+                                 const void* x, const void* w, const void* bias, void* y,
+                                 engine::DerivedData* w_derived);
 inline engine::KernelKey<Conv2dForwardFn> kConv2dForward{"conv2d_forward"};
 
 /// y = silu(conv(x, w) + bias) (bias may be null): the inference form of a BN-folded Conv block
 /// (graph::Conv after fuse(); official models/common.py Conv.forward_fuse), one pass over y. No
 /// backward: ops::conv2d_silu uses it only when no gradient is needed. CPU: oneDNN's convolution
 /// with a swish post-op (F32), reference loops (F64); backends without it get conv then silu.
-/// `w_derived`: the DerivedData of w's storage when that storage is frozen (its bytes constant,
-/// engine::Storage::freeze), else null. With it the kernel may keep w in its primitive's layout
-/// there (CPU: the oneDNN weight reorder runs once per weight, not once per call).
+/// `w_derived`: as for conv2d_forward.
 using Conv2dBiasSiLUForwardFn = void (*)(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dtype,
                                          const void* x, const void* w, const void* bias, void* y,
                                          engine::DerivedData* w_derived);
 inline engine::KernelKey<Conv2dBiasSiLUForwardFn> kConv2dBiasSiLUForward{"conv2d_bias_silu_forward"};
 
-/// dx = conv_transpose(dy, w) (overwrites dx).
+/// dx = conv_transpose(dy, w) (overwrites dx). `w_derived`: as for conv2d_forward (the backward
+/// primitive's weight layout is kept beside the forward one).
 using Conv2dBackwardDataFn = void (*)(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dtype,
-                                      const void* dy, const void* w, void* dx);
+                                      const void* dy, const void* w, void* dx, engine::DerivedData* w_derived);
 inline engine::KernelKey<Conv2dBackwardDataFn> kConv2dBackwardData{"conv2d_backward_data"};
 
 /// dw = sum over batch and pixels of x * dy (overwrites dw); dbias = sum of dy when non-null.

@@ -293,15 +293,21 @@ memory as_layout(const dnnl::engine& eng, const memory& user, const CachedReorde
 }
 
 /// The layouts of one frozen weight (engine::Storage::freeze) that primitives asked for, each
-/// reordered once from the user's plain layout and kept in the storage's DerivedData until its
-/// bytes change or it dies (fused inference reuses its folded weights on every call).
+/// reordered from the user's plain layout once per DerivedData generation and kept in the
+/// storage's DerivedData (fused inference reuses its folded weights on every call; training its
+/// flat parameters on every batch between two optimizer steps, forward and backward-data layouts).
 struct PackedWeights {
-  std::mutex mu;              // contexts other than this state's may share the weight
-  std::vector<memory> forms;  // one per layout asked for (usually one)
+  struct Form {
+    memory m;
+    uint64_t generation;  // of the bytes m was reordered from
+  };
+  std::mutex mu;            // contexts other than this state's may share the weight
+  std::vector<Form> forms;  // one per layout asked for (forward, backward data)
 };
 
-/// The frozen weight `user` in layout `r.want`: the copy kept in `d` when one exists, else
-/// reordered into a new oneDNN buffer (r's cached reorder primitive) and kept there.
+/// The frozen weight `user` in layout `r.want`: the copy kept in `d` when one of d's current
+/// generation exists; else reordered (r's cached reorder primitive) into the kept copy of an
+/// earlier generation (its memory reused), or into a new oneDNN buffer kept there.
 memory packed_weights(const dnnl::engine& eng, engine::DerivedData& d, const memory& user, const CachedReorder& r,
                       ThreadExec& te) {
   const void* key = user.get_data_handle();
@@ -310,12 +316,19 @@ memory packed_weights(const dnnl::engine& eng, engine::DerivedData& d, const mem
     p = std::make_shared<PackedWeights>();
     d.put(key, p);
   }
+  const uint64_t gen = d.generation();
   std::lock_guard<std::mutex> lock(p->mu);
-  for (const memory& m : p->forms)
-    if (m.get_desc() == r.want) return m;
+  for (PackedWeights::Form& f : p->forms)
+    if (f.m.get_desc() == r.want) {
+      if (f.generation != gen) {
+        run_reorder(r, eng, te, user, f.m);
+        f.generation = gen;
+      }
+      return f.m;
+    }
   memory m(r.want, eng);
   run_reorder(r, eng, te, user, m);
-  p->forms.push_back(m);
+  p->forms.push_back({m, gen});
   return m;
 }
 
@@ -559,10 +572,10 @@ using Layouts3 = std::array<std::pair<memory::desc, memory::desc>, 3>;
 /// on 12 x 16 (1.8 M) 16.1 vs 36.1 us, 128 -> 128 on 3 x 4 (1.8 M) 66 vs 95 us.
 constexpr int64_t kWinogradMinMacs = int64_t(3) << 19;  // 1.5 Mi
 
-/// y = conv(x, w) + bias, then SiLU when `silu` (inference). `w_derived` (silu only; may be null):
-/// w's storage is frozen, so its reordered form is kept there (packed_weights).
+/// y = conv(x, w) + bias, then SiLU when `silu` (inference). `w_derived` (may be null): w's
+/// storage is frozen, so its reordered form is kept there (packed_weights).
 void conv2d_forward_onednn(OneDnnState& st, const Conv2dShape& s, const float* x, const float* w, const float* bias,
-                           float* y, bool silu, engine::DerivedData* w_derived = nullptr) {
+                           float* y, bool silu, engine::DerivedData* w_derived) {
   try {
     // Winograd (Conv2dShape::winograd): blocked 3x3 stride-1 dense convolutions with SiLU of at
     // least kWinogradMinMacs, where oneDNN has the algorithm for the geometry (else the direct one,
@@ -636,7 +649,9 @@ void conv2d_forward_onednn(OneDnnState& st, const Conv2dShape& s, const float* x
   }
 }
 
-void conv2d_backward_data_onednn(OneDnnState& st, const Conv2dShape& s, const float* dy, const float* w, float* dx) {
+/// dx = conv_transpose(dy, w); `w_derived` as for conv2d_forward_onednn.
+void conv2d_backward_data_onednn(OneDnnState& st, const Conv2dShape& s, const float* dy, const float* w, float* dx,
+                                 engine::DerivedData* w_derived) {
   try {
     const int threads = conv_threads(1, s);
     OmpThreadsScope ts(threads);
@@ -655,7 +670,8 @@ void conv2d_backward_data_onednn(OneDnnState& st, const Conv2dShape& s, const fl
     const memory& wu = bm.at(S::kIn1, m.wei, st.eng, te.stream, w);
     const memory& dxu = bm.at(S::kOut, m.src, st.eng, te.stream, dx);
     memory dym = as_layout(st.eng, dyu, c->in0, te, b.in0, bm, S::kIn0Buf);
-    memory wm = as_layout(st.eng, wu, c->in1, te, b.in1, bm, S::kIn1Buf);
+    memory wm = w_derived && c->in1.prim ? packed_weights(st.eng, *w_derived, wu, c->in1, te)
+                                         : as_layout(st.eng, wu, c->in1, te, b.in1, bm, S::kIn1Buf);
     memory dxm = out_layout(st.eng, te, dxu, c->out, b.out, bm);
     ExecArgs args;
     args.add(DNNL_ARG_DIFF_DST, dym);
@@ -814,10 +830,10 @@ void conv2d_backward_weights_ref(const Conv2dShape& s, const T* x, const T* dy, 
 // --- entries -------------------------------------------------------------------------------------------
 
 void conv2d_forward(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dt, const void* x, const void* w,
-                    const void* bias, void* y) {
+                    const void* bias, void* y, engine::DerivedData* w_derived) {
   if (dt == engine::DType::F32)
     conv2d_forward_onednn(ctx.state<OneDnnState>(), s, static_cast<const float*>(x), static_cast<const float*>(w),
-                          static_cast<const float*>(bias), static_cast<float*>(y), /*silu=*/false);
+                          static_cast<const float*>(bias), static_cast<float*>(y), /*silu=*/false, w_derived);
   else {
     Y9_CHECK(s.src_block == 0 && s.dst_block == 0, "conv2d_forward: blocked layouts are F32 only");
     conv2d_forward_ref(s, static_cast<const double*>(x), static_cast<const double*>(w),
@@ -842,10 +858,10 @@ void conv2d_bias_silu_forward(engine::DeviceContext& ctx, const Conv2dShape& s, 
 }
 
 void conv2d_backward_data(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dt, const void* dy,
-                          const void* w, void* dx) {
+                          const void* w, void* dx, engine::DerivedData* w_derived) {
   if (dt == engine::DType::F32)
     conv2d_backward_data_onednn(ctx.state<OneDnnState>(), s, static_cast<const float*>(dy),
-                                static_cast<const float*>(w), static_cast<float*>(dx));
+                                static_cast<const float*>(w), static_cast<float*>(dx), w_derived);
   else {
     Y9_CHECK(s.src_block == 0 && s.dst_block == 0, "conv2d_backward_data: blocked layouts are F32 only");
     conv2d_backward_data_ref(s, static_cast<const double*>(dy), static_cast<const double*>(w),

@@ -42,33 +42,34 @@ size_t y_numel(const Conv2dShape& s) { return size_t(s.n * s.c_out * s.h_out * s
 // F16/BF16: the F32 CPU convolution on upcast copies, the result rounded back (cuDNN's FP32
 // accumulation, up to the summation order).
 void conv2d_forward(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dt, const void* x, const void* w,
-                    const void* bias, void* y) {
+                    const void* bias, void* y, engine::DerivedData* /*w_derived: unused*/) {
   if (fallback_upcasts(dt)) {
     ctx.synchronize(engine::StreamKind::Compute);
     const std::vector<float> xf = upcast_f32(x, x_numel(s), dt), wf = upcast_f32(w, w_numel(s), dt);
     std::vector<float> yf(y_numel(s));
     run_on_cpu(ctx, kConv2dForward, engine::DType::F32, s, engine::DType::F32, static_cast<const void*>(xf.data()),
-               static_cast<const void*>(wf.data()), static_cast<const void*>(nullptr), static_cast<void*>(yf.data()));
+               static_cast<const void*>(wf.data()), static_cast<const void*>(nullptr), static_cast<void*>(yf.data()),
+               static_cast<engine::DerivedData*>(nullptr));
     round_from_f32(yf.data(), yf.size(), dt, y);
   } else {
-    run_on_cpu(ctx, kConv2dForward, dt, s, dt, x, w, nullptr, y);
+    run_on_cpu(ctx, kConv2dForward, dt, s, dt, x, w, nullptr, y, static_cast<engine::DerivedData*>(nullptr));
   }
   if (bias) conv_bias_add(compute_stream(ctx), dt, y, bias, s.n, s.c_out, s.h_out * s.w_out);
 }
 
 void conv2d_backward_data(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dt, const void* dy,
-                          const void* w, void* dx) {
+                          const void* w, void* dx, engine::DerivedData* /*w_derived: unused*/) {
   if (fallback_upcasts(dt)) {
     ctx.synchronize(engine::StreamKind::Compute);
     const std::vector<float> dyf = upcast_f32(dy, y_numel(s), dt), wf = upcast_f32(w, w_numel(s), dt);
     std::vector<float> dxf(x_numel(s));
     run_on_cpu(ctx, kConv2dBackwardData, engine::DType::F32, s, engine::DType::F32,
                static_cast<const void*>(dyf.data()), static_cast<const void*>(wf.data()),
-               static_cast<void*>(dxf.data()));
+               static_cast<void*>(dxf.data()), static_cast<engine::DerivedData*>(nullptr));
     round_from_f32(dxf.data(), dxf.size(), dt, dx);
     return;
   }
-  run_on_cpu(ctx, kConv2dBackwardData, dt, s, dt, dy, w, dx);
+  run_on_cpu(ctx, kConv2dBackwardData, dt, s, dt, dy, w, dx, static_cast<engine::DerivedData*>(nullptr));
 }
 
 void conv2d_backward_weights(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dt, const void* x,
@@ -197,7 +198,7 @@ struct Scale {
 };
 
 void conv2d_forward(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dt, const void* x, const void* w,
-                    const void* bias, void* y) {
+                    const void* bias, void* y, engine::DerivedData* /*w_derived: unused*/) {
   if (s.n == 0) return;  // cuDNN refuses empty tensors; nothing to write
   engine::CudaDeviceGuard g(ctx.device().index);
   auto& lib = ctx.state<CudaLibraries>();
@@ -236,7 +237,7 @@ void conv2d_forward(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DT
 }
 
 void conv2d_backward_data(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dt, const void* dy,
-                          const void* w, void* dx) {
+                          const void* w, void* dx, engine::DerivedData* /*w_derived: unused*/) {
   if (s.n == 0) return;
   engine::CudaDeviceGuard g(ctx.device().index);
   auto& lib = ctx.state<CudaLibraries>();

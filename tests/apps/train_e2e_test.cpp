@@ -33,11 +33,13 @@ struct RunResult {
 
 fs::path g_root;
 
-RunResult run(const std::string& args) {
+/// Runs `yolov9 args` with the environment assignments `env` ("NAME=value ...", may be empty).
+RunResult run(const std::string& args, const std::string& env = "") {
   const fs::path log = g_root / "cmd.log";
   // One OpenMP thread: tiny 64 px layers are dominated by fork/join cost on a loaded machine,
   // and the bitwise comparisons need a fixed thread count anyway.
-  const std::string cmd = "OMP_NUM_THREADS=1 " + std::string(Y9_BINARY_DIR) + "/yolov9 " + args + " > " + log.string() + " 2>&1";
+  const std::string cmd = "OMP_NUM_THREADS=1 " + env + " " + std::string(Y9_BINARY_DIR) + "/yolov9 " + args + " > " +
+                          log.string() + " 2>&1";
   const int st = std::system(cmd.c_str());
   RunResult r;
   r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
@@ -231,6 +233,32 @@ TEST_F(TrainE2E, ResumeIsBitExact) {
     EXPECT_FALSE(ga.empty());
     EXPECT_EQ(ga, text(run_dir(name) / "grad_norm.csv"));
   }
+}
+
+// The flat parameters are frozen between optimizer steps (Y9_CPU_WEIGHT_CACHE, default 1): the
+// CPU convolutions keep each weight in their layouts through an accumulation window and derive
+// them again after every step, and validation keeps the EMA model's. Bit-identical to reordering
+// on every call (0): a layout served stale after a step would change the weights, the EMA, the
+// optimizer state and the validation metrics.
+TEST_F(TrainE2E, WeightLayoutCacheChangesNoBit) {
+  // nb = 2 batches per epoch, --accumulate 2: one step per epoch, each after a 2-batch window.
+  const std::string args = " --epochs 2 --accumulate 2";
+  const RunResult a = run(base_args("wcache_on") + args);
+  ASSERT_EQ(a.code, 0) << a.out;
+  const RunResult b = run(base_args("wcache_off") + args, "Y9_CPU_WEIGHT_CACHE=0");
+  ASSERT_EQ(b.code, 0) << b.out;
+  const io::Checkpoint A = io::load_checkpoint((run_dir("wcache_on") / "weights/last.safetensors").string());
+  const io::Checkpoint B = io::load_checkpoint((run_dir("wcache_off") / "weights/last.safetensors").string());
+  expect_same_tensors(A.model, B.model, "model");
+  expect_same_tensors(A.ema, B.ema, "ema");
+  expect_same_tensors(A.optim, B.optim, "optimizer");
+  EXPECT_EQ(A.meta.at("updates"), "2");
+  std::vector<std::string> h1, h2;
+  EXPECT_EQ(read_results(run_dir("wcache_on") / "results.csv", &h1),
+            read_results(run_dir("wcache_off") / "results.csv", &h2));
+  const RunResult bad = run(base_args("wcache_bad") + args, "Y9_CPU_WEIGHT_CACHE=yes");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("Y9_CPU_WEIGHT_CACHE must be 1 (the default) or 0, got 'yes'"), std::string::npos) << bad.out;
 }
 
 TEST_F(TrainE2E, ClearErrors) {

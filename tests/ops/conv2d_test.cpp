@@ -211,6 +211,59 @@ TEST(Conv2dSiLU, FrozenWeightIsReorderedOnceAndAWriteThawsIt) {
   EXPECT_EQ(conv(w).to_vector<float>(), plain.to_vector<float>());
 }
 
+// Training with a frozen weight (the trainer freezes its flat parameters between two optimizer
+// steps): the forward and backward-data kernels keep the weight in their primitives' layouts, in
+// the plain and the blocked layout, with y and dx bit-identical to an unfrozen weight's. A raw
+// write after note_write() and a new freeze starts a new generation: the kept copies are derived
+// again from the new bytes (in their memory: still one entry), never served stale.
+TEST(Conv2d, FrozenTrainingWeightKeepsItsLayoutsPerGeneration) {
+  for (const bool blocked : {false, true}) {
+    SCOPED_TRACE(blocked ? "blocked" : "plain");
+    const Tensor x0 = testutil::random_tensor({2, 32, 10, 10}, 2300, -1, 1, DType::F32);
+    const Tensor b = testutil::random_tensor({64}, 2301, -1, 1, DType::F32);
+    const Tensor g = testutil::random_tensor({2, 64, 10, 10}, 2302, -1, 1, DType::F32);
+    Tensor w = testutil::random_tensor({64, 32, 3, 3}, 2303, -0.2, 0.2, DType::F32);
+    // y and dx of one forward and backward with weight wt.
+    auto step = [&](const Tensor& wt) {
+      Tensor x = x0.clone();
+      x.set_requires_grad(true);
+      const Tensor y = blocked ? ops::from_blocked(ops::conv2d_blocked(ops::to_blocked(x, 16), wt, b, v2(1), v2(1),
+                                                                       v2(1), 1, /*silu=*/false, /*out_block=*/16))
+                               : ops::conv2d(x, wt, b, v2(1), v2(1));
+      y.backward(g);
+      return std::make_pair(y.to_vector<float>(), x.grad().to_vector<float>());
+    };
+    const auto plain = step(w);
+    w.storage()->freeze();
+    engine::DerivedData* d = w.storage()->derived();
+    ASSERT_NE(d, nullptr);
+    const uint64_t gen0 = d->generation();
+    EXPECT_EQ(step(w), plain);
+    // oneDNN's AVX2/AVX-512 kernels take 32 -> 64 channels in blocked weight layouts: one entry.
+    EXPECT_EQ(d->size(), 1u);
+    EXPECT_EQ(step(w), plain);  // served from the kept copies
+
+    // An optimizer-like raw write: thaw first, write, freeze again.
+    w.storage()->note_write();
+    EXPECT_FALSE(w.storage()->frozen());
+    EXPECT_EQ(w.storage()->derived(), nullptr);
+    auto* p = static_cast<float*>(w.data_ptr());
+    for (int64_t i = 0; i < w.numel(); ++i) p[i] = -0.5f * p[i] + 0.01f;
+    const auto fresh = step(w.clone());  // a new, unfrozen storage with the new values
+    ASSERT_NE(fresh, plain);
+    EXPECT_EQ(step(w), fresh);  // thawed: no derived data
+    w.storage()->freeze();
+    ASSERT_EQ(w.storage()->derived(), d);  // the same entries, a new generation
+    EXPECT_EQ(d->generation(), gen0 + 1);
+    EXPECT_EQ(step(w), fresh);  // derived again from the new bytes
+    EXPECT_EQ(d->size(), 1u);
+    w.storage()->note_write();
+    w.storage()->note_write();  // a no-op when thawed
+    w.storage()->freeze();
+    EXPECT_EQ(d->generation(), gen0 + 2);
+  }
+}
+
 TEST(Conv2dSiLU, BadShapesThrowLikeConv2d) {
   engine::autograd::NoGradGuard ng;
   Tensor x = Tensor::zeros({2, 4, 17, 17}), w = Tensor::zeros({8, 2, 3, 3});
