@@ -144,6 +144,14 @@ extern "C" void on_stop_signal(int sig) {
   (void)n;
 }
 
+// Installed instead of the previous handlers when training ends by an exception: the signal is
+// recorded and otherwise ignored. A data-parallel rank that fails (a peer died: CommError) is
+// sent SIGTERM by the launcher at about the same time; with the default action back, that signal
+// could end the rank before its error is printed (seen under load: the run then named no cause).
+extern "C" void on_signal_while_failing(int sig) {
+  if (g_signal == 0) g_signal = sig;
+}
+
 void emit_json(YAML::Emitter& e, const nlohmann::ordered_json& j) {
   if (j.is_object()) {
     e << YAML::BeginMap;
@@ -1319,9 +1327,10 @@ int Trainer::run_epochs() {
   struct Restore {
     decltype(prev_int) a, b, c;
     ~Restore() {
-      std::signal(SIGINT, a);
-      std::signal(SIGTERM, b);
-      std::signal(SIGUSR1, c);
+      const bool failing = std::uncaught_exceptions() > 0;  // the error is yet to be printed
+      std::signal(SIGINT, failing ? on_signal_while_failing : a);
+      std::signal(SIGTERM, failing ? on_signal_while_failing : b);
+      std::signal(SIGUSR1, failing ? on_signal_while_failing : c);
     }
   } restore{prev_int, prev_term, prev_usr1};
 
