@@ -16,11 +16,12 @@ namespace engine {
 /// Data a kernel derives from the bytes of a frozen storage and keeps for the next call, for
 /// example a convolution's weights re-laid-out into its primitive's blocked layout (the CPU
 /// convolutions of kernels/cpu/conv.cpp). Entries are keyed by an address inside the storage (the
-/// operand's first byte) and live as long as the storage. They are stamped with the generation
-/// they were derived at: every write that thaws the storage (Storage::note_write) starts a new
-/// generation, so an entry whose generation() differs from the current one holds data derived from
-/// older bytes. A kernel must then derive it again (it may reuse the entry's memory: the trainer
-/// thaws and re-freezes the parameters around every optimizer step). Thread-safe.
+/// operand's first byte) and live as long as the storage. Every write that thaws the storage
+/// (Storage::note_write) starts a new generation(), so a kernel records with what it derives the
+/// generation it derived it at (kernels/cpu/conv.cpp's PackedWeights::Form does): data of an earlier
+/// generation comes from older bytes and must be derived again (the kernel may reuse its memory:
+/// the trainer freezes the parameters for each accumulation window, the optimizer step thaws
+/// them). Thread-safe.
 class DerivedData {
  public:
   /// The entry of `key` (of any generation; see above), or null when none was put.
@@ -78,10 +79,11 @@ class Storage {
   /// (derived()). graph::fuse does this for the convolution weights of an inference model, the
   /// trainer for the flat parameters between two optimizer steps. Every write through a Tensor
   /// in-place method (copy_, fill_, add_, mul_) calls note_write(), which thaws the storage; code
-  /// that writes a frozen storage through a raw data pointer (the optimizers' fused kernels) must
-  /// call note_write() itself, before the write. Not thread-safe: freeze() and note_write() must
-  /// not run while a kernel on another thread reads this storage.
+  /// that writes a frozen storage through a raw data pointer must call note_write() itself, before
+  /// the write (training::Optimizer::step does, for its fused kernels). Not thread-safe: freeze()
+  /// and note_write() must not run while a kernel on another thread reads this storage.
   void freeze();
+  /// Whether the bytes are declared constant now (frozen since the last note_write()).
   bool frozen() const { return frozen_; }
   /// Thaws a frozen storage (its bytes are about to change): what was derived becomes stale (a new
   /// DerivedData generation; the entries and their memory stay, for the kernels to derive again

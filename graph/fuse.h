@@ -15,8 +15,9 @@ namespace graph {
 /// Fuses every RepConvN (RepConvN::fuse) and then every Conv (Conv::fuse) below `m`, like the
 /// official BaseModel.fuse(). Outputs change only by float rounding (spec 6: ~1e-4 of the decoded
 /// pixel coordinates in FP32). Training after fusion is not supported (BN is gone). Freezes the
-/// storages of the fused convolution weights (engine::Storage::freeze), so the CPU's fused
-/// inference convolution reorders each weight once, not once per call. Returns the number of
+/// storages of every Conv2d weight below `m` (the folded ones and the head's plain convolutions;
+/// engine::Storage::freeze), so the CPU convolutions (the fused conv + bias + SiLU and the plain
+/// forward) reorder each weight once, not once per call. Returns the number of
 /// modules fused (0 on a model already fused; its weights are frozen all the same). Parameters
 /// are expected on the CPU (values are folded in double on the host).
 int fuse(Module& m);

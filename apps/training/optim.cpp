@@ -72,6 +72,7 @@ const float* Optimizer::grads_base() const { return store_.grads().flat.data<flo
 
 void Optimizer::step() {
   engine::autograd::NoGradGuard no_grad;
+  store_.params().flat.storage()->note_write();  // raw writes below: thaw (trainer.cpp freezes)
   stepped_ = true;
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     const ParamGroup& grp = groups_[gi];

@@ -64,7 +64,9 @@ class Optimizer {
   /// One update of every trainable parameter, group by group: one fused kernel call per group
   /// (per step count, when loaded state left parameters of a group at different steps). State
   /// buffers (one flat buffer per kind, the store's layout) are allocated zeroed on the first
-  /// step. Errors: engine::NotSupportedError when the store's dtype/device has no kernel.
+  /// step. Thaws the store's flat parameters first (engine::Storage::note_write: the fused
+  /// kernels write them through raw pointers, and a frozen store's kept weight layouts must be
+  /// derived again). Errors: engine::NotSupportedError when the store's dtype/device has no kernel.
   void step();
   /// Zeroes the store's gradient buffer (PyTorch 1.13 zero_grad(set_to_none=False)).
   void zero_grad() { store_.zero_grad(); }

@@ -1543,8 +1543,10 @@ void Trainer::step(const io::Batch& batch, int64_t epoch, int64_t i, int64_t ni,
   const std::optional<engine::DType> autocast = training_autocast(device_, amp_mode_);
   // The parameters stay constant until the next optimizer step (the accumulation window): frozen,
   // the CPU convolutions keep each weight in their primitives' layouts (forward and backward data)
-  // instead of reordering it on every call (engine::Storage::freeze; thawed before the step).
-  if (weight_cache_) store_->params().flat.storage()->freeze();
+  // instead of reordering it on every call (engine::Storage::freeze; Optimizer::step thaws them).
+  // Only for windows of several batches: with a step after every batch (accumulate 1, the start
+  // of the warm-up) each kept layout would serve one call, for its memory (yolov9-s: about 150 MB).
+  if (weight_cache_ && accumulate_ > 1) store_->params().flat.storage()->freeze();
   graph::ModelOutput out;
   {
     std::optional<ops::AutocastGuard> ac;
@@ -1612,9 +1614,6 @@ void Trainer::step(const io::Batch& batch, int64_t epoch, int64_t i, int64_t ni,
     const int64_t t_opt = tr ? tr->now_us() : 0;
     // Official: scaler.unscale_; clip_grad_norm_(10.0); scaler.step; scaler.update; zero_grad;
     // ema.update (also after a step the scaler skipped for inf/NaN gradients).
-    // The fused optimizer kernels write the flat parameters through raw pointers: thaw first, so
-    // that the next forward's kernels derive their weight layouts from the new values.
-    store_->params().flat.storage()->note_write();
     const ScaledStepResult sr = scaled_optimizer_step(*scaler_, *opt_, *ema_, kClipMaxNorm);
     if (sr.stepped) {
       record_grad_norm(epoch, i, ni, sr.grad_norm);
