@@ -97,8 +97,8 @@ void record_conv_backward(const kernels::Conv2dShape& s, const Tensor& x, const 
         if (need_x) {
           auto kd = engine::kernel(kernels::kConv2dBackwardData, dt, xc.device());
           dx = Tensor::empty(xc.shape(), dt, xc.device());
-          // The weight's storage is still frozen when it was at the forward (the trainer thaws it
-          // only for the optimizer step, after the backward): its kept layouts serve here too.
+          // The weight's storage is still frozen when it was at the forward (Optimizer::step thaws
+          // it, after the backward): its kept layouts serve here too.
           kd.fn(kd.ctx, s, dt, dy.data_ptr(), wc.data_ptr(), dx.data_ptr(), wc.storage()->derived());
         }
         if (need_w || need_b) {

@@ -277,8 +277,9 @@ size_t cpu_train_cache_mib() {
   return static_cast<size_t>(v);
 }
 
-/// Whether training freezes the flat parameters between optimizer steps, so that the CPU
-/// convolutions keep each weight in their primitives' layouts (engine::Storage::freeze):
+/// Whether training freezes the flat parameters through each accumulation window of several
+/// batches, so that the CPU convolutions keep each weight in their primitives' layouts
+/// (engine::Storage::freeze; Trainer::step), and the EMA model's through each validation:
 /// Y9_CPU_WEIGHT_CACHE, 1 (the default) or 0 (reorder on every call, as before; the results are
 /// bit-identical either way). Throws ConfigError naming the variable for another value.
 bool cpu_weight_cache() {

@@ -143,6 +143,9 @@ class Trainer {
 
   /// Trains the remaining epochs. Returns the process exit code: 0 when done (or stopped by
   /// --stop-after-batches / early stopping), 128 + signal when interrupted by SIGINT or SIGTERM.
+  /// Installs its SIGINT / SIGTERM / SIGUSR1 handlers for the run and restores the previous ones
+  /// on return; when it throws, those signals are left recorded and ignored instead, so that the
+  /// caller prints the error before a launcher's SIGTERM can end the process (the CLI then exits).
   int run();
 
   const std::filesystem::path& save_dir() const { return save_dir_; }
@@ -247,7 +250,8 @@ class Trainer {
   void print_benchmark(double t_train, const double* times, int64_t images, int64_t batch, int64_t imgsz) const;
   OptimizerKind opt_kind_ = OptimizerKind::SGD;
   int64_t accumulate_ = 1;
-  /// Y9_CPU_WEIGHT_CACHE: freeze the flat parameters between optimizer steps (step()).
+  /// Y9_CPU_WEIGHT_CACHE: freeze the flat parameters through accumulation windows of several
+  /// batches (step()) and the EMA model's convolution weights through a validation.
   bool weight_cache_ = true;
   WarmupHyp warmup_;
 

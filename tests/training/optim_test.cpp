@@ -103,6 +103,30 @@ TEST(SGD, NesterovWithDecayMatchesHandComputation) {
   EXPECT_EQ(opt.state_step("w"), 2);
 }
 
+// The trainer freezes the flat parameters through an accumulation window (the CPU convolutions
+// keep their weight layouts, engine::Storage::freeze); the step writes them through raw pointers,
+// so it thaws them itself first: a new DerivedData generation, nothing derived served stale.
+TEST(SGD, StepThawsAFrozenStore) {
+  Tensor p = param(rand_vec(8, 4));
+  auto store = store_of({{"w", p}});
+  training::SGD opt(*store);
+  training::ParamGroup g;
+  g.params = {{"w", p}};
+  g.lr = 0.1;
+  opt.add_param_group(g);
+  set_grad(p, rand_vec(8, 5));
+  engine::Storage& st = *store->params().flat.storage();
+  st.freeze();
+  const uint64_t gen = st.derived()->generation();
+  const std::vector<float> before = p.to_vector<float>();
+  opt.step();
+  EXPECT_FALSE(st.frozen());
+  EXPECT_EQ(st.derived(), nullptr);
+  EXPECT_NE(p.to_vector<float>(), before);
+  st.freeze();
+  EXPECT_EQ(st.derived()->generation(), gen + 1);
+}
+
 TEST(SGD, PlainMomentumDampeningAndNoMomentum) {
   const size_t n = 9;
   auto p0 = rand_vec(n, 4), g1 = rand_vec(n, 5), g2 = rand_vec(n, 6);
