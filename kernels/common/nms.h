@@ -66,8 +66,10 @@ struct ScaleBoxesParams {
 
 /// Coordinate k (0 x1, 1 y1, 2 x2, 3 y2) of a box in letterboxed pixels -> original pixels:
 /// (v - pad) / gain in double, clamped to [0, w0 or h0], rounded to FP32, then to the nearest
-/// integer (half to even, as torch.round). NaN stays NaN. The one arithmetic of every entry.
+/// integer (half to even, as torch.round). A NaN comes back as it came, bit for bit (a GPU's
+/// double -> float conversion would make any NaN its canonical one). The one arithmetic of every entry.
 Y9_HD float scale_box_coord(float v, int k, const ScaleBoxesParams& p) {
+  if (v != v) return v;
   const bool x = k % 2 == 0;
   double d = (static_cast<double>(v) - (x ? p.pad_w : p.pad_h)) / p.gain;
   const double hi = x ? p.w0 : p.h0;

@@ -1,6 +1,7 @@
 // The CUDA convolution entries (kernels/common/conv.h): forward, backward-data and
 // backward-weights through cuDNN, with the algorithm chosen by measuring once per shape and cached
-// (PyTorch's cudnn.benchmark rule; cudnnFind*AlgorithmEx), one shared workspace
+// (PyTorch's cudnn.benchmark rule; cudnnFind*AlgorithmEx; keyed on the shape, the dtype and the
+// data pointers' alignment, and run under the math type cuDNN measured it with), one shared workspace
 // (CudaLibraries::workspace), and F32, F64, F16 and BF16 tensors with FP32 accumulation for the
 // halves (the convolution's compute type). F32 allows TF32 tensor cores as PyTorch does by default
 // for cuDNN (torch.backends.cudnn.allow_tf32); Y9_CUDNN_NO_TF32=1 turns that off. The bias and its
@@ -11,8 +12,10 @@
 // upcast copies, rounded back), and the bias kernels run emulated.
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "engine/backend.h"
@@ -149,9 +152,50 @@ struct Descriptors {
   }
 };
 
-CudaLibraries::ConvKey conv_key(Dir dir, const Conv2dShape& s, engine::DType dt) {
+/// The largest power of two (at most 16) that divides the address: an algorithm measured on
+/// aligned buffers can refuse a less aligned view (CUDNN_STATUS_BAD_PARAM), so the cache keys on it
+/// (PyTorch's ConvolutionParams alignment).
+int64_t alignment(const void* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  int64_t k = 1;
+  while (k < 16 && a % uintptr_t(2 * k) == 0) k *= 2;
+  return k;
+}
+
+/// a, b, c: the call's three data pointers (input, weight or gradient, output), in cuDNN's order.
+CudaLibraries::ConvKey conv_key(Dir dir, const Conv2dShape& s, engine::DType dt, const void* a, const void* b,
+                                const void* c) {
   return {static_cast<int64_t>(dir), static_cast<int64_t>(dt), s.n, s.c_in, s.h, s.w, s.c_out, s.kh, s.kw,
-          s.stride_h, s.stride_w, s.pad_h, s.pad_w, s.dil_h, s.dil_w, s.groups, 0, 0};
+          s.stride_h, s.stride_w, s.pad_h, s.pad_w, s.dil_h, s.dil_w, s.groups,
+          alignment(a) | alignment(b) << 8 | alignment(c) << 16, 0};
+}
+
+/// "conv2d forward (x [n, c_in, h, w] f16, w [c_out, c_in/g, kh, kw], stride, pad, dilation, groups)":
+/// the convolution a cuDNN error happened in.
+std::string describe(const char* dir, const Conv2dShape& s, engine::DType dt) {
+  return engine::detail::concat("conv2d ", dir, " (x [", s.n, ", ", s.c_in, ", ", s.h, ", ", s.w, "] ",
+                                engine::dtype_name(dt), ", w [", s.c_out, ", ", s.c_in / s.groups, ", ", s.kh, ", ",
+                                s.kw, "], stride ", s.stride_h, "x", s.stride_w, ", padding ", s.pad_h, "x", s.pad_w,
+                                ", dilation ", s.dil_h, "x", s.dil_w, ", groups ", s.groups, ")");
+}
+
+/// The error `e` with the convolution it happened in appended to its message.
+engine::CudnnError in_conv(const engine::CudnnError& e, const char* dir, const Conv2dShape& s, engine::DType dt) {
+  return engine::CudnnError(e.message() + " in " + describe(dir, s, dt), e.expr().c_str(), e.file(), e.line());
+}
+
+/// Whether the find's result may serve: F32 with TF32 turned off takes no tensor-op algorithm.
+bool math_allowed(cudnnMathType_t m, engine::DType dt) {
+  return !(dt == engine::DType::F32 && Descriptors::no_tf32() &&
+           (m == CUDNN_TENSOR_OP_MATH || m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION));
+}
+
+/// Sets the math type the algorithm was measured with on the call's descriptor (cudnnFind may
+/// report an algorithm under another math type than the descriptor's; running it under the
+/// descriptor's can fail). F32 with TF32 turned off keeps CUDNN_FMA_MATH.
+void use_math(const Descriptors& d, const CudaLibraries::ConvAlgo& a, engine::DType dt) {
+  if (dt == engine::DType::F32 && Descriptors::no_tf32()) return;
+  CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, static_cast<cudnnMathType_t>(a.math)));
 }
 
 // The largest workspace any algorithm asks for, capped (a find with a smaller workspace only
@@ -168,12 +212,14 @@ void* find_workspace(CudaLibraries& lib, size_t want, size_t& got) {
   }
 }
 
-/// Picks the fastest successful result of a cudnnFind*AlgorithmEx run; throws CudnnError if none.
+/// Picks the fastest successful result of a cudnnFind*AlgorithmEx run (math_allowed), with its
+/// workspace and math type; throws CudnnError if none.
 template <typename Perf>
-CudaLibraries::ConvAlgo pick(const Perf* perf, int n, const char* what) {
+CudaLibraries::ConvAlgo pick(const Perf* perf, int n, const char* what, engine::DType dt) {
   for (int i = 0; i < n; ++i)
-    if (perf[i].status == CUDNN_STATUS_SUCCESS)
-      return CudaLibraries::ConvAlgo{static_cast<int>(perf[i].algo), perf[i].memory};
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && math_allowed(perf[i].mathType, dt))
+      return CudaLibraries::ConvAlgo{static_cast<int>(perf[i].algo), perf[i].memory,
+                                     static_cast<int>(perf[i].mathType)};
   throw engine::CudnnError(engine::detail::concat("cuDNN found no working ", what, " algorithm"), what, __FILE__,
                            __LINE__);
 }
@@ -197,13 +243,13 @@ struct Scale {
   T one = T(1), zero = T(0);
 };
 
-void conv2d_forward(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dt, const void* x, const void* w,
-                    const void* bias, void* y, engine::DerivedData* /*w_derived: unused*/) {
+void conv2d_forward_impl(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dt, const void* x,
+                         const void* w, const void* bias, void* y, engine::DerivedData* /*w_derived: unused*/) {
   if (s.n == 0) return;  // cuDNN refuses empty tensors; nothing to write
   engine::CudaDeviceGuard g(ctx.device().index);
   auto& lib = ctx.state<CudaLibraries>();
   Descriptors d(s, dt);
-  const auto algo = cached_algo(lib, conv_key(Dir::Forward, s, dt), [&] {
+  const auto algo = cached_algo(lib, conv_key(Dir::Forward, s, dt, x, w, y), [&] {
     size_t want = 0;
     for (int a = 0; a < CUDNN_CONVOLUTION_FWD_ALGO_COUNT; ++a) {
       size_t b = 0;
@@ -218,8 +264,9 @@ void conv2d_forward(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DT
     int n = 0;
     CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(lib.cudnn(), d.x, x, d.w, w, d.conv, d.y, y,
                                                        CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf, ws, got));
-    return pick(perf, n, "convolution forward");
+    return pick(perf, n, "convolution forward", dt);
   });
+  use_math(d, algo, dt);
   void* ws = algo.workspace ? lib.workspace(algo.workspace) : nullptr;
   auto run = [&](const void* one, const void* zero) {
     CUDNN_CHECK(cudnnConvolutionForward(lib.cudnn(), one, d.x, x, d.w, w, d.conv,
@@ -236,13 +283,13 @@ void conv2d_forward(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DT
   if (bias) conv_bias_add(compute_stream(ctx), dt, y, bias, s.n, s.c_out, s.h_out * s.w_out);
 }
 
-void conv2d_backward_data(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dt, const void* dy,
-                          const void* w, void* dx, engine::DerivedData* /*w_derived: unused*/) {
+void conv2d_backward_data_impl(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dt, const void* dy,
+                               const void* w, void* dx, engine::DerivedData* /*w_derived: unused*/) {
   if (s.n == 0) return;
   engine::CudaDeviceGuard g(ctx.device().index);
   auto& lib = ctx.state<CudaLibraries>();
   Descriptors d(s, dt);
-  const auto algo = cached_algo(lib, conv_key(Dir::BackwardData, s, dt), [&] {
+  const auto algo = cached_algo(lib, conv_key(Dir::BackwardData, s, dt, w, dy, dx), [&] {
     size_t want = 0;
     for (int a = 0; a < CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT; ++a) {
       size_t b = 0;
@@ -258,8 +305,9 @@ void conv2d_backward_data(engine::DeviceContext& ctx, const Conv2dShape& s, engi
     int n = 0;
     CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(lib.cudnn(), d.w, w, d.y, dy, d.conv, d.x, dx,
                                                             CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf, ws, got));
-    return pick(perf, n, "convolution backward-data");
+    return pick(perf, n, "convolution backward-data", dt);
   });
+  use_math(d, algo, dt);
   void* ws = algo.workspace ? lib.workspace(algo.workspace) : nullptr;
   auto run = [&](const void* one, const void* zero) {
     CUDNN_CHECK(cudnnConvolutionBackwardData(lib.cudnn(), one, d.w, w, d.y, dy, d.conv,
@@ -275,8 +323,8 @@ void conv2d_backward_data(engine::DeviceContext& ctx, const Conv2dShape& s, engi
   }
 }
 
-void conv2d_backward_weights(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dt, const void* x,
-                             const void* dy, void* dw, void* dbias) {
+void conv2d_backward_weights_impl(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dt,
+                                  const void* x, const void* dy, void* dw, void* dbias) {
   engine::CudaDeviceGuard g(ctx.device().index);
   if (s.n == 0) {  // an empty batch: zero gradients
     const size_t es = engine::dtype_size(dt);
@@ -286,7 +334,7 @@ void conv2d_backward_weights(engine::DeviceContext& ctx, const Conv2dShape& s, e
   }
   auto& lib = ctx.state<CudaLibraries>();
   Descriptors d(s, dt);
-  const auto algo = cached_algo(lib, conv_key(Dir::BackwardWeights, s, dt), [&] {
+  const auto algo = cached_algo(lib, conv_key(Dir::BackwardWeights, s, dt, x, dy, dw), [&] {
     size_t want = 0;
     for (int a = 0; a < CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT; ++a) {
       size_t b = 0;
@@ -303,8 +351,9 @@ void conv2d_backward_weights(engine::DeviceContext& ctx, const Conv2dShape& s, e
     CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(lib.cudnn(), d.x, x, d.y, dy, d.conv, d.w, dw,
                                                               CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf, ws,
                                                               got));
-    return pick(perf, n, "convolution backward-filter");
+    return pick(perf, n, "convolution backward-filter", dt);
   });
+  use_math(d, algo, dt);
   void* ws = algo.workspace ? lib.workspace(algo.workspace) : nullptr;
   auto run = [&](const void* one, const void* zero) {
     CUDNN_CHECK(cudnnConvolutionBackwardFilter(lib.cudnn(), one, d.x, x, d.y, dy, d.conv,
@@ -319,6 +368,34 @@ void conv2d_backward_weights(engine::DeviceContext& ctx, const Conv2dShape& s, e
     run(&sc.one, &sc.zero);
   }
   if (dbias) conv_bias_grad(compute_stream(ctx), dt, dy, dbias, s.n, s.c_out, s.h_out * s.w_out);
+}
+
+// The entries: a cuDNN error names the convolution it happened in (shape, dtype, direction).
+void conv2d_forward(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dt, const void* x, const void* w,
+                    const void* bias, void* y, engine::DerivedData* w_derived) {
+  try {
+    conv2d_forward_impl(ctx, s, dt, x, w, bias, y, w_derived);
+  } catch (const engine::CudnnError& e) {
+    throw in_conv(e, "forward", s, dt);
+  }
+}
+
+void conv2d_backward_data(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dt, const void* dy,
+                          const void* w, void* dx, engine::DerivedData* w_derived) {
+  try {
+    conv2d_backward_data_impl(ctx, s, dt, dy, w, dx, w_derived);
+  } catch (const engine::CudnnError& e) {
+    throw in_conv(e, "backward-data", s, dt);
+  }
+}
+
+void conv2d_backward_weights(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dt, const void* x,
+                             const void* dy, void* dw, void* dbias) {
+  try {
+    conv2d_backward_weights_impl(ctx, s, dt, x, dy, dw, dbias);
+  } catch (const engine::CudnnError& e) {
+    throw in_conv(e, "backward-weights", s, dt);
+  }
 }
 
 constexpr engine::DTypeSet kConvDtypes = engine::kFloating;

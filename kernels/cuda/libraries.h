@@ -47,12 +47,15 @@ class CudaLibraries {
   size_t workspace_bytes() const { return ws_.defined() ? static_cast<size_t>(ws_.numel()) : 0; }
 
   /// Convolution algorithm cache (cudnn.benchmark's rule: measured once per shape by
-  /// kernels/cuda/conv.cpp): key = (direction, dtype, the Conv2dShape geometry), value = the
-  /// fastest algorithm and its workspace bytes.
+  /// kernels/cuda/conv.cpp): key = (direction, dtype, the Conv2dShape geometry, the alignment of
+  /// the three data pointers), value = the fastest algorithm, its workspace bytes and the math type
+  /// cuDNN measured it with (cudnnConvolution*AlgoPerf_t::mathType, which can differ from the
+  /// descriptor's: the run sets it back, as PyTorch does).
   using ConvKey = std::array<int64_t, 18>;
   struct ConvAlgo {
     int algo = 0;
     size_t workspace = 0;
+    int math = 0;  ///< cudnnMathType_t
   };
   std::map<ConvKey, ConvAlgo> conv_algos;
   std::mutex mu;

@@ -5,7 +5,7 @@
 #           gpu tests (*_cuda_test), the CUDA benchmarks
 #   configs/  the shipped model and hyp YAMLs (yolov9 finds them at bin/../configs, the tests too)
 # OUT_DIR/y9-gpu-kit-data.tar.xz (same top folder, unpacked over the kit):
-#   reference/, coco128/  the official fixtures and 8 coco128 images the gpu tests compare with
+#   reference/, coco128/  the official fixtures and 24 coco128 images the gpu tests compare with
 #   lib/    the Debian libraries they need (oneDNN, OpenBLAS, libgomp, yaml-cpp, libjpeg, libpng, OpenCV
 #           core/imgproc, OpenMPI's libmpi...),
 #           found through the binaries' DT_RPATH $ORIGIN/../lib; no CUDA library (libcudart, libcublas*,
@@ -69,8 +69,8 @@ for l in "$STAGE"/lib/*; do patchelf --force-rpath --set-rpath '$ORIGIN' "$l"; d
 
 # Test data that the gpu tests read and the device machine lacks (../shared does not travel there):
 # the official fixtures the CUDA fixture tests compare with (loss_*, model_*, step_*, nms*; run.sh
-# sets YOLOV9_REFERENCE) and the first 8 coco128 images with their labels (device_e2e_cuda_test's
-# val/detect comparison; YOLOV9_COCO128). They go into a second tarball, y9-gpu-kit-data.tar.xz
+# sets YOLOV9_REFERENCE) and the first 24 coco128 images with their labels (augment_cuda_test needs 24,
+# device_e2e_cuda_test's val/detect comparison; YOLOV9_COCO128). They go into a second tarball, y9-gpu-kit-data.tar.xz
 # (about 20 MiB: random weights and gradients do not compress), with the same top folder, unpacked
 # over the kit: the kit stays within its 48 MiB, both together within a device call's 64 MiB.
 # Build artefacts only: nothing of them is committed.
@@ -88,7 +88,7 @@ fi
 if [ -d "$COCO/images/train2017" ]; then
   mkdir -p "$DATA/coco128/images/train2017" "$DATA/coco128/labels/train2017"
   cp "$COCO/coco128.yaml" "$DATA/coco128/"
-  for im in $(ls "$COCO/images/train2017" | sort | head -8); do
+  for im in $(ls "$COCO/images/train2017" | sort | head -24); do
     cp "$COCO/images/train2017/$im" "$DATA/coco128/images/train2017/"
     lab="$COCO/labels/train2017/${im%.*}.txt"
     [ -f "$lab" ] && cp "$lab" "$DATA/coco128/labels/train2017/"

@@ -13,9 +13,20 @@
 # The CUDA libraries (libcudart, libcublas*, libcudnn*, libnccl, libcuda) are not in the bundle: they
 # come from the driver and the nvidia-* Python wheels (site-packages/nvidia/*/lib), or a CUDA 13
 # toolkit, which this script puts on LD_LIBRARY_PATH. Env: SANITIZE=0 skips compute-sanitizer,
-# SANITIZER_BUDGET (seconds, default 150), BENCH_MIN_TIME (seconds per case, default 0.05),
-# TRAIN_BENCH=0 skips the train benchmark, BENCH_BATCH (64), BENCH_STEPS (20), BENCH_WORKERS (12).
+# SANITIZER_BUDGET (seconds, default 150), SANITIZE_ONLY (an extended regex: only the gpu tests it
+# matches go under the sanitizer, in the budget), BENCH_MIN_TIME (seconds per case, default 0.05),
+# TRAIN_BENCH=0 skips the train benchmark, BENCH_BATCH (64), BENCH_STEPS (20), BENCH_WORKERS (12),
+# STEP_TIMEOUT (seconds one test, workflow step or benchmark may run, default 300: a hang on the device
+# costs its whole lease), KIT_LOGS (a folder: every test's, workflow step's and benchmark's full output
+# is kept there as NAME.log; the SUMMARY shows only the failing lines).
 set -u
+STEP_TIMEOUT="${STEP_TIMEOUT:-300}"
+KIT_LOGS="${KIT_LOGS:-}"
+[ -n "$KIT_LOGS" ] && mkdir -p "$KIT_LOGS"
+keep_log() {  # keep_log NAME TEXT: the full output, when KIT_LOGS is set
+  [ -n "$KIT_LOGS" ] && printf '%s\n' "$2" > "$KIT_LOGS/$1.log"
+  return 0
+}
 KIT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 MODE=device
 [ "${1:-}" = "--self-check" ] && MODE=self
@@ -54,7 +65,7 @@ done
 # Only the CUDA folders: the kit's own libraries are found through the binaries' and libraries'
 # RPATH ($ORIGIN/../lib, $ORIGIN), so what runs here is what runs when started by hand.
 export LD_LIBRARY_PATH="${cuda_dirs}${LD_LIBRARY_PATH:+${cuda_dirs:+:}$LD_LIBRARY_PATH}"
-# The test data the kit carries (kit.sh): official fixtures and 8 coco128 images.
+# The test data the kit carries (kit.sh): official fixtures and 24 coco128 images.
 [ -d "$KIT/reference" ] && export YOLOV9_REFERENCE="$KIT/reference"
 [ -d "$KIT/coco128" ] && export YOLOV9_COCO128="$KIT/coco128"
 [ -d "$KIT/configs/models" ] && export YOLOV9_CONFIGS="$KIT/configs/models"  # cuda_val_bench
@@ -106,13 +117,17 @@ else note "yolov9 info --backends: FAILED (rc $rc)"; fail=1; fi
 echo "== gpu tests ($MODE)"
 for t in $TESTS; do
   if [ "$MODE" = self ]; then
-    out=$(cd "$KIT" && env -u Y9_REQUIRE_GPU timeout 300 "bin/$t" 2>&1); rc=$?
+    out=$(cd "$KIT" && env -u Y9_REQUIRE_GPU timeout "$STEP_TIMEOUT" "bin/$t" 2>&1); rc=$?
+    keep_log "$t" "$out"
     n_pass=$(echo "$out" | grep -oE "\[  PASSED  \] [0-9]+" | grep -oE "[0-9]+$")
     n_skip=$(echo "$out" | grep -oE "\[  SKIPPED \] [0-9]+ test" | grep -oE "[0-9]+")
     if [ $rc -eq 0 ] && [ -n "$n_pass" ]; then note "$t: starts, ${n_pass} passed, ${n_skip:-0} skipped (no GPU here)"
     else echo "$out" | tail -20; note "$t: FAILED (rc $rc)"; fail=1; fi
   else
-    out=$(cd "$KIT" && Y9_REQUIRE_GPU=1 Y9_SYNC_CHECK=1 timeout 300 "bin/$t" 2>&1); rc=$?
+    t0=$(date +%s)
+    out=$(cd "$KIT" && Y9_REQUIRE_GPU=1 Y9_SYNC_CHECK=1 NCCL_DEBUG="${NCCL_DEBUG:-WARN}" timeout "$STEP_TIMEOUT" "bin/$t" 2>&1); rc=$?
+    keep_log "$t" "$out"
+    echo "   $t: rc $rc in $(( $(date +%s) - t0 )) s"
     n_pass=$(echo "$out" | grep -oE "\[  PASSED  \] [0-9]+" | grep -oE "[0-9]+$")
     if [ $rc -eq 0 ] && ! echo "$out" | grep -q "\[  SKIPPED \]"; then note "$t: PASS (${n_pass:-?} tests)"
     else echo "$out" | grep -E "FAILED|SKIPPED|Failure|error" | head -30; note "$t: FAILED (rc $rc)"; fail=1; fi
@@ -129,7 +144,8 @@ DEV=$([ "$MODE" = self ] && echo cpu || echo 0)
 Y9="$KIT/bin/yolov9"
 wf() {  # wf <name> <command...>: runs it in $WORK, keeps its log, notes the result
   local name=$1; shift
-  (cd "$WORK" && timeout 300 "$@") > "$WORK/$name.log" 2>&1; local rc=$?
+  (cd "$WORK" && timeout "$STEP_TIMEOUT" "$@") > "$WORK/$name.log" 2>&1; local rc=$?
+  [ -n "$KIT_LOGS" ] && cp "$WORK/$name.log" "$KIT_LOGS/yolov9_$name.log"
   if [ $rc -eq 0 ]; then return 0; fi
   tail -25 "$WORK/$name.log"; note "yolov9 $name: FAILED (rc $rc)"; fail=1; return 1
 }
@@ -163,10 +179,14 @@ if [ "$MODE" = device ] && [ "${SANITIZE:-1}" != 0 ]; then
     san_start=$(date +%s)
     for tool in memcheck racecheck synccheck; do
       for t in $TESTS; do
+        [ -n "${SANITIZE_ONLY:-}" ] && ! [[ "$t" =~ $SANITIZE_ONLY ]] && continue
         left=$(( budget - ($(date +%s) - san_start) ))
         if [ $left -le 5 ]; then note "sanitizer $tool $t: not run (budget of ${budget}s spent)"; continue; fi
-        out=$(cd "$KIT" && Y9_REQUIRE_GPU=1 timeout "$left" "$SAN" --tool "$tool" --error-exitcode 99 \
+        # --report-api-errors no: a failing CUDA call is our code's to report (every one is checked and
+        # throws), and allocator_cuda_test's out-of-memory probes fail on purpose.
+        out=$(cd "$KIT" && Y9_REQUIRE_GPU=1 timeout "$left" "$SAN" --tool "$tool" --error-exitcode 99 --report-api-errors no \
               "bin/$t" 2>&1); rc=$?
+        keep_log "sanitizer_${tool}_$t" "$out"
         if echo "$out" | grep -qE "Device not supported|unable to initialize|Unable to (find|load)"; then
           echo "$out" | grep -m3 -E "Device not supported|unable|Unable"
           note "sanitizer $tool $t: UNAVAILABLE here (the sanitizer cannot attach to this device)"
@@ -187,7 +207,8 @@ for b in $BENCHES; do
   else
     # cuda_* benchmarks are CUDA throughout (their case names do not say so): every case runs.
     filter='cuda|CUDA|gpu'; [[ "$b" == cuda_* ]] && filter='.'
-    out=$(timeout 240 "$KIT/bin/$b" --benchmark_filter="$filter" --benchmark_min_time="${BENCH_MIN_TIME:-0.05}" 2>&1); rc=$?
+    out=$(timeout "$STEP_TIMEOUT" "$KIT/bin/$b" --benchmark_filter="$filter" --benchmark_min_time="${BENCH_MIN_TIME:-0.05}" 2>&1); rc=$?
+    keep_log "$b" "$out"
     echo "$out" | grep -vE "^\s*$" | tail -25
     if echo "$out" | grep -q "Failed to match any benchmarks"; then note "$b: no CUDA cases"
     elif [ $rc -ne 0 ] || echo "$out" | grep -q "ERROR OCCURRED"; then note "$b: FAILED (rc $rc)"; fail=1

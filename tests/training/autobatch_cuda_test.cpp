@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <string>
@@ -22,6 +23,25 @@
 
 using engine::Device;
 using engine::Tensor;
+
+namespace {
+/// f() with stdout captured into `out`; the capture ends even when f throws (else the rest of the
+/// test binary's output, its failure report included, would go into the capture: on the H200 the
+/// test ended with status 1 and no message).
+template <typename F>
+auto captured(std::string& out, F&& f) {
+  testing::internal::CaptureStdout();
+  try {
+    auto r = f();
+    out = testing::internal::GetCapturedStdout();
+    return r;
+  } catch (...) {
+    out = testing::internal::GetCapturedStdout();
+    std::printf("%s", out.c_str());
+    throw;
+  }
+}
+}  // namespace
 
 TEST(CudaAutoBatch, ProfilesFitsAndLeavesTheModel) {
   Y9_SKIP_WITHOUT_GPU();
@@ -39,9 +59,8 @@ TEST(CudaAutoBatch, ProfilesFitsAndLeavesTheModel) {
   training::AutoBatchOptions opt;
   opt.batch_sizes = {1, 2, kHuge};
   opt.total_bytes_override = kTotal;
-  testing::internal::CaptureStdout();
-  const training::AutoBatchResult r = training::autobatch(*m, Device::cuda(0), 64, opt);
-  const std::string out = testing::internal::GetCapturedStdout();
+  std::string out;
+  const training::AutoBatchResult r = captured(out, [&] { return training::autobatch(*m, Device::cuda(0), 64, opt); });
   std::printf("%s", out.c_str());
 
   // The measurements.
@@ -88,10 +107,10 @@ TEST(CudaAutoBatch, ProfilesFitsAndLeavesTheModel) {
 
   // Deterministic: a second profile measures the same memory (the choice may differ: the memory
   // held before profiling is not the same, official f = t - (r + a)).
-  testing::internal::CaptureStdout();
   opt.batch_sizes = {1};
-  const training::AutoBatchResult again = training::autobatch(*m, Device::cuda(0), 64, opt);
-  (void)testing::internal::GetCapturedStdout();
+  std::string out_again;
+  const training::AutoBatchResult again =
+      captured(out_again, [&] { return training::autobatch(*m, Device::cuda(0), 64, opt); });
   ASSERT_EQ(again.samples.size(), 1u);
   EXPECT_EQ(again.samples[0].reserved_gib, s1.reserved_gib);
   EXPECT_EQ(again.samples[0].peak_gib, s1.peak_gib);

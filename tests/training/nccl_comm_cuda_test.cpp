@@ -2,7 +2,7 @@
 // one-process bootstrap: construction (unique id over the bootstrap, non-blocking init polled to
 // completion), our ring, halving-doubling and auto against ncclAllReduce on the same data for every
 // payload type (on one rank a sum leaves the data as it is and an average divides by 1: both must
-// equal the input bitwise), broadcast, all-gather, barrier, duplicate (ncclCommSplit), and the
+// equal the input bitwise), broadcast, all-gather, barrier, duplicate (a second NCCL communicator), and the
 // errors for a non-CUDA device and a bad GPU index. Label gpu: skips without a device (fails with
 // Y9_REQUIRE_GPU=1), and skips in a build without NCCL. Several ranks need several GPUs: the
 // bench's --backend nccl under mpirun covers them.

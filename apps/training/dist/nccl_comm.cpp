@@ -83,9 +83,6 @@ struct NcclCommunicator::Impl {
   bool aborted = false;
 };
 
-NcclCommunicator::NcclCommunicator(Communicator& bootstrap, engine::Device gpu, std::unique_ptr<Impl> impl)
-    : Communicator(bootstrap.rank(), bootstrap.world_size()), bootstrap_(bootstrap), gpu_(gpu), impl_(std::move(impl)) {}
-
 NcclCommunicator::NcclCommunicator(Communicator& bootstrap, engine::Device gpu, std::chrono::milliseconds init_timeout)
     : Communicator(bootstrap.rank(), bootstrap.world_size()), bootstrap_(bootstrap), gpu_(gpu),
       impl_(std::make_unique<Impl>()) {
@@ -238,20 +235,11 @@ void NcclCommunicator::all_reduce_library(void* buf, int64_t count, engine::DTyp
 }
 
 std::unique_ptr<Communicator> NcclCommunicator::duplicate() {
-  engine::CudaDeviceGuard g(gpu_.index);
-  auto impl = std::make_unique<Impl>();
-  impl->stream = impl_->stream;
-  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-  cfg.blocking = 0;
-  Y9_NCCL_CALL(ncclCommSplit(impl_->comm, 0, rank_, &impl->comm, &cfg), " (duplicate)");
-  // The child is non-blocking too: wait until it is ready.
-  const ncclResult_t r = impl->comm ? poll_ready(impl->comm, kCallDeadline) : ncclInternalError;
-  if (r != ncclSuccess) {
-    const std::string last = impl->comm ? ncclGetLastError(impl->comm) : "";
-    if (impl->comm) ncclCommAbort(impl->comm);
-    throw_nccl(who(), "ncclCommSplit", r, last, r == ncclInProgress ? " (timed out after 60 s)" : " (duplicate)");
-  }
-  return std::unique_ptr<Communicator>(new NcclCommunicator(bootstrap_, gpu_, std::move(impl)));
+  // A new communicator over the same ranks, set up as this one was (rank 0's unique id through the
+  // bootstrap), not ncclCommSplit: on the lent H200 (NCCL of the nvidia-nccl-cu13 wheel) the split of
+  // a working non-blocking communicator failed with ncclInternalError, and an error aborts the
+  // parent too. Collective: every rank calls duplicate() in the same order.
+  return std::make_unique<NcclCommunicator>(bootstrap_, gpu_);
 }
 
 void NcclCommunicator::abort(int exit_code) {

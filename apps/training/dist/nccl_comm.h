@@ -66,8 +66,9 @@ class NcclCommunicator final : public Communicator {
   /// ncclAllReduce in place: ncclSum or ncclAvg on ncclFloat32 / ncclFloat64 / ncclFloat16 /
   /// ncclBfloat16 (NCCL adds F16/BF16 in its own precision, per its algorithm).
   void all_reduce_library(void* buf, int64_t count, engine::DType dtype, ReduceOp op) override;
-  /// A second NCCL communicator over the same ranks (ncclCommSplit with one color), on the same
-  /// Communication stream: our algorithms' kernels run on that stream, so work on the two
+  /// A second NCCL communicator over the same ranks, set up as the constructor does (rank 0's id
+  /// through the bootstrap; not ncclCommSplit, which failed with ncclInternalError on the lent
+  /// H200), on the same Communication stream: our algorithms' kernels run on that stream, so work on the two
   /// communicators is serialised in issue order. Issue it in the same order on every rank (one
   /// thread, or an agreed order): two threads racing on it could interleave differently per rank
   /// and deadlock the stream.
@@ -83,7 +84,6 @@ class NcclCommunicator final : public Communicator {
 
  private:
   struct Impl;
-  NcclCommunicator(Communicator& bootstrap, engine::Device gpu, std::unique_ptr<Impl> impl);
   Communicator& bootstrap_;
   engine::Device gpu_;
   std::unique_ptr<Impl> impl_;
