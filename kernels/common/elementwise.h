@@ -39,6 +39,20 @@ Y9_HD double k_mul_rn(double a, double b) {
   return a * b;
 #endif
 }
+/// The float a * b, likewise: ptxas contracts a plain mul.f32 whose result feeds an add.f32 into
+/// an FFMA, so SiLU's dx summed at once (the fused BN + SiLU backward) could differ from the same
+/// dx stored first (the two-entry path).
+Y9_HD float k_mul_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+/// a * b + c with one rounding, on every backend (fmaf / fma; the host's is exact too): an explicit
+/// FMA leaves the compiler no choice of which product of a sum to contract.
+Y9_HD float k_fma(float a, float b, float c) { return fmaf(a, b, c); }
+Y9_HD double k_fma(double a, double b, double c) { return ::fma(a, b, c); }
 Y9_HD double k_add_rn(double a, double b) {
 #if defined(__CUDA_ARCH__)
   return __dadd_rn(a, b);
@@ -181,7 +195,7 @@ Y9_HD T unary_bwd(UnaryOp op, T x, T y, T dy, T p0, T p1) {
     case UnaryOp::Clamp: return (x >= p0 && x <= p1) ? dy : T(0);
     case UnaryOp::Silu: {
       T s = sigmoid_fwd(x);
-      return dy * s * (T(1) + x * (T(1) - s));
+      return k_mul_rn(dy * s, T(1) + x * (T(1) - s));
     }
     case UnaryOp::Sigmoid: return dy * y * (T(1) - y);
     case UnaryOp::Relu: return x > T(0) ? dy : T(0);

@@ -24,7 +24,6 @@
 
 #include <cmath>
 #include <cstddef>
-#include <type_traits>
 
 #include "engine/cuda_runtime.h"
 #include "engine/error.h"
@@ -114,22 +113,6 @@ __device__ __forceinline__ void bn_scale_shift(A mu, A is, A w, A b, A* scale, A
   *shift = b - mu * *scale;
 }
 
-/// v, rounded as a store to memory rounds it: the compiler may not contract the multiply that made
-/// v with the add that uses it into one FMA (nvcc does, in the fused BN + SiLU backward: its sum of
-/// dz came out a few ulps off the two-entry path's sum of the stored dz on an H200). An empty asm
-/// the optimiser cannot see through; the emulator's host build has nothing to contract across.
-template <typename T>
-__device__ __forceinline__ T rounded(T v) {
-#if defined(__CUDA_ARCH__)
-  if constexpr (std::is_same_v<T, float>) {
-    asm volatile("" : "+f"(v));
-  } else if constexpr (std::is_same_v<T, double>) {
-    asm volatile("" : "+d"(v));
-  }
-#endif
-  return v;
-}
-
 /// The fused BN + SiLU's dz at element k (kBatchNormSiluBackward): z = x*scale + shift rounded to T
 /// as the forward stores it, then SiLU's backward in Acc rounded to T, as the two-entry path
 /// (batch_norm_forward, then the elementwise SiLU backward) computes and stores it.
@@ -137,7 +120,7 @@ template <typename T, typename A>
 __device__ __forceinline__ T silu_dz(const T* __restrict__ x, const T* __restrict__ dy, int64_t k, A scale, A shift) {
   using S = Scalar<T>;
   const T z = bn_z(x[k], scale, shift);
-  return rounded(S::store(unary_bwd<A>(UnaryOp::Silu, A(S::load(z)), A(0), A(S::load(dy[k])), A(0), A(0))));
+  return S::store(unary_bwd<A>(UnaryOp::Silu, A(S::load(z)), A(0), A(S::load(dy[k])), A(0), A(0)));
 }
 
 /// Grid (spans, c): partial[ch*spans + s] = sum over span s of channel ch of x (center == null) or
@@ -356,7 +339,10 @@ __global__ void bn_dx_kernel(const T* __restrict__ x, const T* __restrict__ dy, 
     else
       d = A(S::load(dy[i]));
     const A xm = A(S::load(x[i])) - coef[3 * c + ch];
-    dx[i] = S::store(coef[ch] * d + coef[c + ch] * xm + coef[2 * c + ch]);
+    // Spelled out (one FMA, on the dy term): left to the compiler, `a*d + bx*xm` was contracted on
+    // the xm product in the Silu instantiation and on the d product in the plain one, and the
+    // fused BN + SiLU's dx came out an ulp off the two-entry path's (H200).
+    dx[i] = S::store(k_fma(coef[ch], d, k_mul_rn(coef[c + ch], xm)) + coef[2 * c + ch]);
   }
 }
 
