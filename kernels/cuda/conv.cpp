@@ -1,7 +1,8 @@
 // The CUDA convolution entries (kernels/common/conv.h): forward, backward-data and
 // backward-weights through cuDNN, with the algorithm chosen by measuring once per shape and cached
 // (PyTorch's cudnn.benchmark rule; cudnnFind*AlgorithmEx; keyed on the shape, the dtype and the
-// data pointers' alignment, and run under the math type cuDNN measured it with), one shared workspace
+// data pointers' alignment, and run under the math type cuDNN measured it with; an algorithm that
+// cuDNN refuses at run time gives way to the next fastest, with a warning), one shared workspace
 // (CudaLibraries::workspace), and F32, F64, F16 and BF16 tensors with FP32 accumulation for the
 // halves (the convolution's compute type). F32 allows TF32 tensor cores as PyTorch does by default
 // for cuDNN (torch.backends.cudnn.allow_tf32); Y9_CUDNN_NO_TF32=1 turns that off. The bias and its
@@ -12,7 +13,9 @@
 // upcast copies, rounded back), and the bias kernels run emulated.
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -212,30 +215,65 @@ void* find_workspace(CudaLibraries& lib, size_t want, size_t& got) {
   }
 }
 
-/// Picks the fastest successful result of a cudnnFind*AlgorithmEx run (math_allowed), with its
-/// workspace and math type; throws CudnnError if none.
+/// The successful results of a cudnnFind*AlgorithmEx run (math_allowed), fastest first, each with
+/// its workspace and math type; throws CudnnError if none.
 template <typename Perf>
-CudaLibraries::ConvAlgo pick(const Perf* perf, int n, const char* what, engine::DType dt) {
+CudaLibraries::ConvAlgos candidates(const Perf* perf, int n, const char* what, engine::DType dt) {
+  CudaLibraries::ConvAlgos r;
   for (int i = 0; i < n; ++i)
     if (perf[i].status == CUDNN_STATUS_SUCCESS && math_allowed(perf[i].mathType, dt))
-      return CudaLibraries::ConvAlgo{static_cast<int>(perf[i].algo), perf[i].memory,
-                                     static_cast<int>(perf[i].mathType)};
-  throw engine::CudnnError(engine::detail::concat("cuDNN found no working ", what, " algorithm"), what, __FILE__,
-                           __LINE__);
+      r.push_back(CudaLibraries::ConvAlgo{static_cast<int>(perf[i].algo), perf[i].memory,
+                                          static_cast<int>(perf[i].mathType)});
+  if (r.empty())
+    throw engine::CudnnError(engine::detail::concat("cuDNN found no working ", what, " algorithm"), what, __FILE__,
+                             __LINE__);
+  return r;
 }
 
-/// The cached algorithm of `key`, measured by `find(workspace, bytes)` on first use.
+/// The cached candidates of `key`, measured by `find()` on first use.
 template <typename Find>
-CudaLibraries::ConvAlgo cached_algo(CudaLibraries& lib, const CudaLibraries::ConvKey& key, Find&& find) {
+CudaLibraries::ConvAlgos cached_algos(CudaLibraries& lib, const CudaLibraries::ConvKey& key, Find&& find) {
   {
     std::lock_guard<std::mutex> lock(lib.mu);
     auto it = lib.conv_algos.find(key);
     if (it != lib.conv_algos.end()) return it->second;
   }
-  const CudaLibraries::ConvAlgo a = find();
+  CudaLibraries::ConvAlgos a = find();
   std::lock_guard<std::mutex> lock(lib.mu);
   lib.conv_algos[key] = a;
   return a;
+}
+
+/// Whether a status says that this algorithm cannot run this call (the BAD_PARAM and
+/// NOT_SUPPORTED families, 2000-3999), as opposed to a failure of the device or the library.
+bool refused(cudnnStatus_t st) { return int(st) >= 2000 && int(st) < 4000; }
+
+/// Runs the first candidate that cuDNN accepts: `run(algo, workspace)` returns the call's status.
+/// cudnnFind measured its candidates on the first call's buffers, and one of them can still be
+/// refused later (CUDNN_STATUS_BAD_PARAM on the H200 in FP16 training, before the math type was set
+/// from the find); the next candidate is tried, the refused ones leave the cache, and a warning
+/// names them once. Throws CudnnError when none runs, or on any other failure.
+template <typename Run>
+void run_candidates(CudaLibraries& lib, const CudaLibraries::ConvKey& key, const CudaLibraries::ConvAlgos& algos,
+                    const Descriptors& d, engine::DType dt, const char* dir, const Conv2dShape& s, Run&& run) {
+  for (size_t i = 0; i < algos.size(); ++i) {
+    const CudaLibraries::ConvAlgo& a = algos[i];
+    use_math(d, a, dt);
+    void* ws = a.workspace ? lib.workspace(a.workspace) : nullptr;
+    const cudnnStatus_t st = run(a, ws);
+    if (st == CUDNN_STATUS_SUCCESS) {
+      if (i > 0) {
+        std::lock_guard<std::mutex> lock(lib.mu);
+        auto it = lib.conv_algos.find(key);
+        if (it != lib.conv_algos.end() && it->second.size() == algos.size())
+          it->second.erase(it->second.begin(), it->second.begin() + static_cast<std::ptrdiff_t>(i));
+      }
+      return;
+    }
+    if (!refused(st) || i + 1 == algos.size()) throw_cudnn_error(st, "cudnnConvolution*", __FILE__, __LINE__);
+    std::fprintf(stderr, "warning: cuDNN refused algorithm %d (math type %d) of %s: %s; trying the next one\n", a.algo,
+                 a.math, describe(dir, s, dt).c_str(), cudnnGetErrorString(st));
+  }
 }
 
 template <typename T>
@@ -249,7 +287,8 @@ void conv2d_forward_impl(engine::DeviceContext& ctx, const Conv2dShape& s, engin
   engine::CudaDeviceGuard g(ctx.device().index);
   auto& lib = ctx.state<CudaLibraries>();
   Descriptors d(s, dt);
-  const auto algo = cached_algo(lib, conv_key(Dir::Forward, s, dt, x, w, y), [&] {
+  const auto key = conv_key(Dir::Forward, s, dt, x, w, y);
+  const auto algos = cached_algos(lib, key, [&] {
     size_t want = 0;
     for (int a = 0; a < CUDNN_CONVOLUTION_FWD_ALGO_COUNT; ++a) {
       size_t b = 0;
@@ -264,22 +303,16 @@ void conv2d_forward_impl(engine::DeviceContext& ctx, const Conv2dShape& s, engin
     int n = 0;
     CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(lib.cudnn(), d.x, x, d.w, w, d.conv, d.y, y,
                                                        CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf, ws, got));
-    return pick(perf, n, "convolution forward", dt);
+    return candidates(perf, n, "convolution forward", dt);
   });
-  use_math(d, algo, dt);
-  void* ws = algo.workspace ? lib.workspace(algo.workspace) : nullptr;
-  auto run = [&](const void* one, const void* zero) {
-    CUDNN_CHECK(cudnnConvolutionForward(lib.cudnn(), one, d.x, x, d.w, w, d.conv,
-                                        static_cast<cudnnConvolutionFwdAlgo_t>(algo.algo), ws, algo.workspace, zero,
-                                        d.y, y));
-  };
-  if (dt == engine::DType::F64) {
-    Scale<double> sc;
-    run(&sc.one, &sc.zero);
-  } else {
-    Scale<float> sc;
-    run(&sc.one, &sc.zero);
-  }
+  run_candidates(lib, key, algos, d, dt, "forward", s, [&](const CudaLibraries::ConvAlgo& a, void* ws) {
+    const Scale<double> sd;
+    const Scale<float> sf;
+    const bool f64 = dt == engine::DType::F64;
+    return cudnnConvolutionForward(lib.cudnn(), f64 ? static_cast<const void*>(&sd.one) : &sf.one, d.x, x, d.w, w,
+                                   d.conv, static_cast<cudnnConvolutionFwdAlgo_t>(a.algo), ws, a.workspace,
+                                   f64 ? static_cast<const void*>(&sd.zero) : &sf.zero, d.y, y);
+  });
   if (bias) conv_bias_add(compute_stream(ctx), dt, y, bias, s.n, s.c_out, s.h_out * s.w_out);
 }
 
@@ -289,7 +322,8 @@ void conv2d_backward_data_impl(engine::DeviceContext& ctx, const Conv2dShape& s,
   engine::CudaDeviceGuard g(ctx.device().index);
   auto& lib = ctx.state<CudaLibraries>();
   Descriptors d(s, dt);
-  const auto algo = cached_algo(lib, conv_key(Dir::BackwardData, s, dt, w, dy, dx), [&] {
+  const auto key = conv_key(Dir::BackwardData, s, dt, w, dy, dx);
+  const auto algos = cached_algos(lib, key, [&] {
     size_t want = 0;
     for (int a = 0; a < CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT; ++a) {
       size_t b = 0;
@@ -305,22 +339,16 @@ void conv2d_backward_data_impl(engine::DeviceContext& ctx, const Conv2dShape& s,
     int n = 0;
     CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(lib.cudnn(), d.w, w, d.y, dy, d.conv, d.x, dx,
                                                             CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf, ws, got));
-    return pick(perf, n, "convolution backward-data", dt);
+    return candidates(perf, n, "convolution backward-data", dt);
   });
-  use_math(d, algo, dt);
-  void* ws = algo.workspace ? lib.workspace(algo.workspace) : nullptr;
-  auto run = [&](const void* one, const void* zero) {
-    CUDNN_CHECK(cudnnConvolutionBackwardData(lib.cudnn(), one, d.w, w, d.y, dy, d.conv,
-                                             static_cast<cudnnConvolutionBwdDataAlgo_t>(algo.algo), ws, algo.workspace,
-                                             zero, d.x, dx));
-  };
-  if (dt == engine::DType::F64) {
-    Scale<double> sc;
-    run(&sc.one, &sc.zero);
-  } else {
-    Scale<float> sc;
-    run(&sc.one, &sc.zero);
-  }
+  run_candidates(lib, key, algos, d, dt, "backward-data", s, [&](const CudaLibraries::ConvAlgo& a, void* ws) {
+    const Scale<double> sd;
+    const Scale<float> sf;
+    const bool f64 = dt == engine::DType::F64;
+    return cudnnConvolutionBackwardData(lib.cudnn(), f64 ? static_cast<const void*>(&sd.one) : &sf.one, d.w, w, d.y,
+                                        dy, d.conv, static_cast<cudnnConvolutionBwdDataAlgo_t>(a.algo), ws,
+                                        a.workspace, f64 ? static_cast<const void*>(&sd.zero) : &sf.zero, d.x, dx);
+  });
 }
 
 void conv2d_backward_weights_impl(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dt,
@@ -334,7 +362,8 @@ void conv2d_backward_weights_impl(engine::DeviceContext& ctx, const Conv2dShape&
   }
   auto& lib = ctx.state<CudaLibraries>();
   Descriptors d(s, dt);
-  const auto algo = cached_algo(lib, conv_key(Dir::BackwardWeights, s, dt, x, dy, dw), [&] {
+  const auto key = conv_key(Dir::BackwardWeights, s, dt, x, dy, dw);
+  const auto algos = cached_algos(lib, key, [&] {
     size_t want = 0;
     for (int a = 0; a < CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT; ++a) {
       size_t b = 0;
@@ -351,22 +380,16 @@ void conv2d_backward_weights_impl(engine::DeviceContext& ctx, const Conv2dShape&
     CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(lib.cudnn(), d.x, x, d.y, dy, d.conv, d.w, dw,
                                                               CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf, ws,
                                                               got));
-    return pick(perf, n, "convolution backward-filter", dt);
+    return candidates(perf, n, "convolution backward-filter", dt);
   });
-  use_math(d, algo, dt);
-  void* ws = algo.workspace ? lib.workspace(algo.workspace) : nullptr;
-  auto run = [&](const void* one, const void* zero) {
-    CUDNN_CHECK(cudnnConvolutionBackwardFilter(lib.cudnn(), one, d.x, x, d.y, dy, d.conv,
-                                               static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo.algo), ws,
-                                               algo.workspace, zero, d.w, dw));
-  };
-  if (dt == engine::DType::F64) {
-    Scale<double> sc;
-    run(&sc.one, &sc.zero);
-  } else {
-    Scale<float> sc;
-    run(&sc.one, &sc.zero);
-  }
+  run_candidates(lib, key, algos, d, dt, "backward-weights", s, [&](const CudaLibraries::ConvAlgo& a, void* ws) {
+    const Scale<double> sd;
+    const Scale<float> sf;
+    const bool f64 = dt == engine::DType::F64;
+    return cudnnConvolutionBackwardFilter(lib.cudnn(), f64 ? static_cast<const void*>(&sd.one) : &sf.one, d.x, x,
+                                          d.y, dy, d.conv, static_cast<cudnnConvolutionBwdFilterAlgo_t>(a.algo), ws,
+                                          a.workspace, f64 ? static_cast<const void*>(&sd.zero) : &sf.zero, d.w, dw);
+  });
   if (dbias) conv_bias_grad(compute_stream(ctx), dt, dy, dbias, s.n, s.c_out, s.h_out * s.w_out);
 }
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "engine/backend.h"
 #include "engine/tensor.h"
@@ -57,7 +58,10 @@ class CudaLibraries {
     size_t workspace = 0;
     int math = 0;  ///< cudnnMathType_t
   };
-  std::map<ConvKey, ConvAlgo> conv_algos;
+  /// Every algorithm the find measured as working, fastest first (kernels/cuda/conv.cpp runs the
+  /// first that cuDNN accepts, and drops the ones it refused).
+  using ConvAlgos = std::vector<ConvAlgo>;
+  std::map<ConvKey, ConvAlgos> conv_algos;
   std::mutex mu;
 
  private:
