@@ -13,6 +13,7 @@
 // upcast copies, rounded back), and the bias kernels run emulated.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -157,7 +158,7 @@ struct Descriptors {
 
 /// The largest power of two (at most 16) that divides the address: an algorithm measured on
 /// aligned buffers can refuse a less aligned view (CUDNN_STATUS_BAD_PARAM), so the cache keys on it
-/// (PyTorch's ConvolutionParams alignment).
+/// (as PyTorch's cuDNN v8 convolution cache keys on the alignment of its tensors).
 int64_t alignment(const void* p) {
   const auto a = reinterpret_cast<uintptr_t>(p);
   int64_t k = 1;
@@ -244,33 +245,60 @@ CudaLibraries::ConvAlgos cached_algos(CudaLibraries& lib, const CudaLibraries::C
   return a;
 }
 
-/// Whether a status says that this algorithm cannot run this call (the BAD_PARAM and
-/// NOT_SUPPORTED families, 2000-3999), as opposed to a failure of the device or the library.
-bool refused(cudnnStatus_t st) { return int(st) >= 2000 && int(st) < 4000; }
+static_assert(CUDNN_MAJOR >= 9, "kernels/cuda/conv.cpp reads cuDNN 9's status categories");
+
+/// Whether a status says that this algorithm cannot run this call (cuDNN 9's BAD_PARAM and
+/// NOT_SUPPORTED categories), as opposed to a failure of the device or the library.
+bool refused(cudnnStatus_t st) {
+  const int c = CUDNN_STATUS_CATEGORY(int(st));
+  return c == CUDNN_STATUS_BAD_PARAM || c == CUDNN_STATUS_NOT_SUPPORTED;
+}
+
+bool same_algo(const CudaLibraries::ConvAlgo& a, const CudaLibraries::ConvAlgo& b) {
+  return a.algo == b.algo && a.math == b.math;
+}
 
 /// Runs the first candidate that cuDNN accepts: `run(algo, workspace)` returns the call's status.
 /// cudnnFind measured its candidates on the first call's buffers, and one of them can still be
 /// refused later (CUDNN_STATUS_BAD_PARAM on the H200 in FP16 training, before the math type was set
-/// from the find); the next candidate is tried, the refused ones leave the cache, and a warning
-/// names them once. Throws CudnnError when none runs, or on any other failure.
+/// from the find), or its workspace be out of reach: the next candidate is tried with a warning,
+/// and the refused ones leave the cache once a later one has run. Throws CudnnError when none runs
+/// (naming the last algorithm), or on any other failure.
 template <typename Run>
 void run_candidates(CudaLibraries& lib, const CudaLibraries::ConvKey& key, const CudaLibraries::ConvAlgos& algos,
                     const Descriptors& d, engine::DType dt, const char* dir, const Conv2dShape& s, Run&& run) {
   for (size_t i = 0; i < algos.size(); ++i) {
     const CudaLibraries::ConvAlgo& a = algos[i];
+    const bool last = i + 1 == algos.size();
     use_math(d, a, dt);
-    void* ws = a.workspace ? lib.workspace(a.workspace) : nullptr;
+    void* ws = nullptr;
+    if (a.workspace) {
+      try {
+        ws = lib.workspace(a.workspace);
+      } catch (const engine::OutOfMemoryError&) {
+        if (last) throw;
+        std::fprintf(stderr, "warning: no memory for the %zu-byte workspace of cuDNN algorithm %d of %s; trying the "
+                     "next one\n", a.workspace, a.algo, describe(dir, s, dt).c_str());
+        continue;
+      }
+    }
     const cudnnStatus_t st = run(a, ws);
     if (st == CUDNN_STATUS_SUCCESS) {
-      if (i > 0) {
+      if (i > 0) {  // drop the refused prefix, unless another thread replaced the entry meanwhile
         std::lock_guard<std::mutex> lock(lib.mu);
         auto it = lib.conv_algos.find(key);
-        if (it != lib.conv_algos.end() && it->second.size() == algos.size())
+        if (it != lib.conv_algos.end() && it->second.size() > i &&
+            std::equal(algos.begin(), algos.begin() + static_cast<std::ptrdiff_t>(i), it->second.begin(), same_algo))
           it->second.erase(it->second.begin(), it->second.begin() + static_cast<std::ptrdiff_t>(i));
       }
       return;
     }
-    if (!refused(st) || i + 1 == algos.size()) throw_cudnn_error(st, "cudnnConvolution*", __FILE__, __LINE__);
+    if (!refused(st) || last) {
+      const std::string what = engine::detail::concat("cudnnConvolution* with algorithm ", a.algo, ", math type ",
+                                                      a.math, " (", i + 1, " of ", algos.size(), " tried)");
+      throw_cudnn_error(st, what.c_str(), __FILE__, __LINE__);
+    }
+    (void)cudaGetLastError();  // a refused launch may leave a CUDA error behind: not the next kernel's
     std::fprintf(stderr, "warning: cuDNN refused algorithm %d (math type %d) of %s: %s; trying the next one\n", a.algo,
                  a.math, describe(dir, s, dt).c_str(), cudnnGetErrorString(st));
   }

@@ -1,8 +1,8 @@
 // Per-device library state of the CUDA backend, attached to the CUDA DeviceContext
 // (ctx.state<CudaLibraries>()): the cuBLAS and cuDNN handles bound to the context's compute
 // stream, one shared workspace sized by the hungriest call (grown, never shrunk: darknet's
-// rule), and the cuDNN convolution algorithm cache keyed by shape (cudnn.benchmark's rule: measure
-// once per shape). Plus the CUBLAS_CHECK / CUDNN_CHECK macros (guide 3.5). Host code only.
+// rule), and the cuDNN convolution algorithm cache keyed by shape, dtype and pointer alignment
+// (cudnn.benchmark's rule: measure once per key). Plus the CUBLAS_CHECK / CUDNN_CHECK macros (guide 3.5). Host code only.
 #pragma once
 #include <cublas_v2.h>
 
@@ -49,9 +49,9 @@ class CudaLibraries {
 
   /// Convolution algorithm cache (cudnn.benchmark's rule: measured once per shape by
   /// kernels/cuda/conv.cpp): key = (direction, dtype, the Conv2dShape geometry, the alignment of
-  /// the three data pointers), value = the fastest algorithm, its workspace bytes and the math type
-  /// cuDNN measured it with (cudnnConvolution*AlgoPerf_t::mathType, which can differ from the
-  /// descriptor's: the run sets it back, as PyTorch does).
+  /// the three data pointers), value = the working algorithms, fastest first, each with its
+  /// workspace bytes and the math type cuDNN measured it with (cudnnConvolution*AlgoPerf_t::mathType,
+  /// which can differ from the descriptor's: the run sets it back, as PyTorch does).
   using ConvKey = std::array<int64_t, 18>;
   struct ConvAlgo {
     int algo = 0;

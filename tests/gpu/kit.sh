@@ -71,7 +71,7 @@ for l in "$STAGE"/lib/*; do patchelf --force-rpath --set-rpath '$ORIGIN' "$l"; d
 # the official fixtures the CUDA fixture tests compare with (loss_*, model_*, step_*, nms*; run.sh
 # sets YOLOV9_REFERENCE) and the first 24 coco128 images with their labels (augment_cuda_test needs 24,
 # device_e2e_cuda_test's val/detect comparison; YOLOV9_COCO128). They go into a second tarball, y9-gpu-kit-data.tar.xz
-# (about 20 MiB: random weights and gradients do not compress), with the same top folder, unpacked
+# (about 25 MiB: random weights and gradients do not compress), with the same top folder, unpacked
 # over the kit: the kit stays within its 48 MiB, both together within a device call's 64 MiB.
 # Build artefacts only: nothing of them is committed.
 DATA_PARENT="$STAGE_PARENT/data"

@@ -175,6 +175,11 @@ if [ "$MODE" = device ] && [ "${SANITIZE:-1}" != 0 ]; then
     note "compute-sanitizer: SKIPPED (not found: install the CUDA toolkit's, or the PyPI nvidia-cuda-sanitizer-api wheel)"
   else
     budget=${SANITIZER_BUDGET:-150}
+    # A bad SANITIZE_ONLY pattern would make [[ =~ ]] fail for every test: say so instead.
+    if [ -n "${SANITIZE_ONLY:-}" ]; then
+      [[ "x" =~ $SANITIZE_ONLY ]]
+      [ $? -eq 2 ] && { note "sanitizer: SANITIZE_ONLY='$SANITIZE_ONLY' is not a valid regex: no test filtered"; SANITIZE_ONLY=""; }
+    fi
     echo "== compute-sanitizer ($SAN), budget ${budget}s"
     san_start=$(date +%s)
     for tool in memcheck racecheck synccheck; do
@@ -184,7 +189,8 @@ if [ "$MODE" = device ] && [ "${SANITIZE:-1}" != 0 ]; then
         if [ $left -le 5 ]; then note "sanitizer $tool $t: not run (budget of ${budget}s spent)"; continue; fi
         # --report-api-errors no: a failing CUDA call is our code's to report (every one is checked and
         # throws), and allocator_cuda_test's out-of-memory probes fail on purpose.
-        out=$(cd "$KIT" && Y9_REQUIRE_GPU=1 timeout "$left" "$SAN" --tool "$tool" --error-exitcode 99 --report-api-errors no \
+        out=$(cd "$KIT" && Y9_REQUIRE_GPU=1 NCCL_DEBUG="${NCCL_DEBUG:-WARN}" timeout "$left" "$SAN" --tool "$tool" \
+              --error-exitcode 99 --report-api-errors no \
               "bin/$t" 2>&1); rc=$?
         keep_log "sanitizer_${tool}_$t" "$out"
         if echo "$out" | grep -qE "Device not supported|unable to initialize|Unable to (find|load)"; then
