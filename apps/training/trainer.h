@@ -252,7 +252,7 @@ class Trainer {
   int64_t accumulate_ = 1;
   /// Y9_CPU_WEIGHT_CACHE: freeze the flat parameters through accumulation windows of several
   /// batches (step()) and the EMA model's convolution weights through a validation.
-  bool weight_cache_ = true;
+  bool weight_cache_ = false;
   WarmupHyp warmup_;
 
   int64_t start_epoch_ = 0, skip_batches_ = 0, last_opt_step_ = -1;

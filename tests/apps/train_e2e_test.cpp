@@ -235,7 +235,7 @@ TEST_F(TrainE2E, ResumeIsBitExact) {
   }
 }
 
-// The flat parameters are frozen between optimizer steps (Y9_CPU_WEIGHT_CACHE, default 1): the
+// The flat parameters are frozen between optimizer steps (Y9_CPU_WEIGHT_CACHE=1; 0 is the default): the
 // CPU convolutions keep each weight in their layouts through an accumulation window and derive
 // them again after every step, and validation keeps the EMA model's. Bit-identical to reordering
 // on every call (0): a layout served stale after a step would change the weights, the EMA, the
@@ -243,9 +243,9 @@ TEST_F(TrainE2E, ResumeIsBitExact) {
 TEST_F(TrainE2E, WeightLayoutCacheChangesNoBit) {
   // nb = 2 batches per epoch, --accumulate 2: one step per epoch, each after a 2-batch window.
   const std::string args = " --epochs 2 --accumulate 2";
-  const RunResult a = run(base_args("wcache_on") + args);
+  const RunResult a = run(base_args("wcache_on") + args, "Y9_CPU_WEIGHT_CACHE=1");
   ASSERT_EQ(a.code, 0) << a.out;
-  const RunResult b = run(base_args("wcache_off") + args, "Y9_CPU_WEIGHT_CACHE=0");
+  const RunResult b = run(base_args("wcache_off") + args);  // the default: 0
   ASSERT_EQ(b.code, 0) << b.out;
   const io::Checkpoint A = io::load_checkpoint((run_dir("wcache_on") / "weights/last.safetensors").string());
   const io::Checkpoint B = io::load_checkpoint((run_dir("wcache_off") / "weights/last.safetensors").string());
@@ -258,7 +258,7 @@ TEST_F(TrainE2E, WeightLayoutCacheChangesNoBit) {
             read_results(run_dir("wcache_off") / "results.csv", &h2));
   const RunResult bad = run(base_args("wcache_bad") + args, "Y9_CPU_WEIGHT_CACHE=yes");
   EXPECT_NE(bad.code, 0);
-  EXPECT_NE(bad.out.find("Y9_CPU_WEIGHT_CACHE must be 1 (the default) or 0, got 'yes'"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("Y9_CPU_WEIGHT_CACHE must be 1 or 0 (the default), got 'yes'"), std::string::npos) << bad.out;
 }
 
 TEST_F(TrainE2E, ClearErrors) {
