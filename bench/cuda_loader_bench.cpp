@@ -67,7 +67,6 @@ void BM_Loader640(benchmark::State& state) {
   io::LoaderOptions o;
   o.batch_size = 64;
   o.workers = static_cast<int>(state.range(1));
-  o.prefetch = 4;
   if (gpu) {
     o.augment_device = io::LoaderOptions::AugmentDevice::Gpu;
     o.device = engine::Device::cuda(0);

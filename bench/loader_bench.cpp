@@ -46,7 +46,6 @@ void BM_TrainLoaderMosaic640(benchmark::State& state) {
   io::LoaderOptions o;
   o.batch_size = 16;
   o.workers = static_cast<int>(state.range(0));
-  o.prefetch = 4;
   io::DataLoader dl(ds, o);
   int64_t images = 0, epoch = 0;
   dl.start_epoch(0);

@@ -94,7 +94,8 @@ DataLoader::DataLoader(std::shared_ptr<const AugmentedDataset> ds, LoaderOptions
   Y9_CHECK(ds_ != nullptr, "DataLoader: null dataset");
   Y9_CHECK(ds_->size() > 0, "DataLoader: empty dataset");
   Y9_CHECK(opts_.batch_size > 0, "DataLoader: batch_size must be > 0");
-  Y9_CHECK(opts_.workers >= 0 && opts_.prefetch > 0, "DataLoader: workers >= 0 and prefetch > 0 required");
+  Y9_CHECK(opts_.workers >= 0 && opts_.prefetch >= 0, "DataLoader: workers >= 0 and prefetch >= 0 required");
+  if (opts_.prefetch == 0) opts_.prefetch = std::max(4, 2 * opts_.workers);  // LoaderOptions::prefetch
   Y9_CHECK(opts_.epochs >= 0, "DataLoader: epochs must be >= 0 (0 = unbounded)");
   Y9_CHECK(opts_.world_size > 0 && opts_.rank >= 0 && opts_.rank < opts_.world_size, "DataLoader: rank ",
            opts_.rank, " not in [0, ", opts_.world_size, ")");
