@@ -16,6 +16,7 @@
 #include "engine/backend.h"
 #include "engine/half.h"
 #include "engine/hd.h"
+#include "kernels/common/rounding.h"
 
 namespace kernels {
 
@@ -109,36 +110,8 @@ inline engine::KernelKey<LetterboxFn> kLetterbox{"letterbox"};
 
 namespace augment {
 
-/// a * b, a + b in double / float, each rounded once (nvcc would contract them into FMAs; the
-/// OpenCV code modelled here is compiled for SSE2 without contraction).
-Y9_HD double dmul(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-Y9_HD double dadd(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-Y9_HD float fmul(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-Y9_HD float fadd(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
+// a * b, a + b rounded once each (k_mul_rn, k_add_rn: kernels/common/rounding.h): the OpenCV code
+// modelled here is compiled for SSE2, without contraction.
 
 /// OpenCV's saturate_cast<int>(double) (cvRound on x86-64: round half to even, INT_MIN out of range).
 Y9_HD int round_int(double v) {
@@ -184,17 +157,17 @@ Y9_HD Coord warp_coord(const AugWarp& w, int x, int y) {
   const double* M = w.inv;
   int X, Y;
   if (!w.perspective) {
-    const int X0 = wrap_add(round_int(dmul(dadd(dmul(M[1], y), M[2]), 1024.0)), 16);
-    const int Y0 = wrap_add(round_int(dmul(dadd(dmul(M[4], y), M[5]), 1024.0)), 16);
-    const int adelta = round_int(dmul(dmul(M[0], x), 1024.0));
-    const int bdelta = round_int(dmul(dmul(M[3], x), 1024.0));
+    const int X0 = wrap_add(round_int(k_mul_rn(k_add_rn(k_mul_rn(M[1], y), M[2]), 1024.0)), 16);
+    const int Y0 = wrap_add(round_int(k_mul_rn(k_add_rn(k_mul_rn(M[4], y), M[5]), 1024.0)), 16);
+    const int adelta = round_int(k_mul_rn(k_mul_rn(M[0], x), 1024.0));
+    const int bdelta = round_int(k_mul_rn(k_mul_rn(M[3], x), 1024.0));
     X = wrap_add(X0, adelta) >> 5;
     Y = wrap_add(Y0, bdelta) >> 5;
   } else {
-    const double X0 = dadd(dmul(M[1], y), M[2]), Y0 = dadd(dmul(M[4], y), M[5]), W0 = dadd(dmul(M[7], y), M[8]);
-    double W = dadd(W0, dmul(M[6], x));
+    const double X0 = k_add_rn(k_mul_rn(M[1], y), M[2]), Y0 = k_add_rn(k_mul_rn(M[4], y), M[5]), W0 = k_add_rn(k_mul_rn(M[7], y), M[8]);
+    double W = k_add_rn(W0, k_mul_rn(M[6], x));
     W = W != 0 ? 32.0 / W : 0.0;
-    double fX = dmul(dadd(X0, dmul(M[0], x)), W), fY = dmul(dadd(Y0, dmul(M[3], x)), W);
+    double fX = k_mul_rn(k_add_rn(X0, k_mul_rn(M[0], x)), W), fY = k_mul_rn(k_add_rn(Y0, k_mul_rn(M[3], x)), W);
     fX = fX < -2147483648.0 ? -2147483648.0 : fX > 2147483647.0 ? 2147483647.0 : fX;
     fY = fY < -2147483648.0 ? -2147483648.0 : fY > 2147483647.0 ? 2147483647.0 : fY;
     X = round_int(fX);
@@ -221,7 +194,7 @@ Y9_HD Pix warp_pixel(const uint8_t* tiles, const AugWarp& w, int x, int y) {
 
 /// Official mixup on one byte: uint8(a * r + b * r2), float64 products and sum, truncated.
 Y9_HD uint8_t mixup_byte(uint8_t a, uint8_t b, double r, double r2) {
-  return static_cast<uint8_t>(static_cast<int>(dadd(dmul(static_cast<double>(a), r), dmul(static_cast<double>(b), r2))));
+  return static_cast<uint8_t>(static_cast<int>(k_add_rn(k_mul_rn(static_cast<double>(a), r), k_mul_rn(static_cast<double>(b), r2))));
 }
 
 // --- augment_hsv (OpenCV 4.6 RGB2HSV_b / HSV2RGB_b, as kernels/cpu/color.cpp) -----------------
@@ -253,26 +226,26 @@ Y9_HD uint8_t hsv_to_u8(float x, bool trunc) {
 
 /// HSV2RGB_b on one pixel with the rule (trunc, fma2, fma3); writes B, G, R.
 Y9_HD void hsv2bgr(int hi, int si, int vi, bool trunc, bool fma2, bool fma3, uint8_t* bgr) {
-  const float h = static_cast<float>(hi), s = fmul(static_cast<float>(si), 1.0f / 255.0f),
-              v = fmul(static_cast<float>(vi), 1.0f / 255.0f);
-  const float hh = fmul(h, 6.0f / 180);
+  const float h = static_cast<float>(hi), s = k_mul_rn(static_cast<float>(si), 1.0f / 255.0f),
+              v = k_mul_rn(static_cast<float>(vi), 1.0f / 255.0f);
+  const float hh = k_mul_rn(h, 6.0f / 180);
   const float pre = static_cast<float>(static_cast<int>(hh));
   const int sector = static_cast<int>(pre);
-  const float f = fadd(hh, -pre);
+  const float f = k_add_rn(hh, -pre);
   const float t0 = v;
-  const float t1 = fmul(v, fadd(1.f, -s));
-  const float t2 = fmul(v, fma2 ? fmaf(-s, f, 1.f) : fadd(1.f, -fmul(s, f)));
-  const float omf = fadd(1.f, -f);
-  const float t3 = fmul(v, fma3 ? fmaf(-s, omf, 1.f) : fadd(1.f, -fmul(s, omf)));
+  const float t1 = k_mul_rn(v, k_add_rn(1.f, -s));
+  const float t2 = k_mul_rn(v, fma2 ? fmaf(-s, f, 1.f) : k_add_rn(1.f, -k_mul_rn(s, f)));
+  const float omf = k_add_rn(1.f, -f);
+  const float t3 = k_mul_rn(v, fma3 ? fmaf(-s, omf, 1.f) : k_add_rn(1.f, -k_mul_rn(s, omf)));
   // sector_data of HSV2RGB_b: (b, g, r) = tab[...] per sector (selects, not an indexed local
   // array: no stack frame on the device)
   auto tab = [&](int i) { return i == 0 ? t0 : i == 1 ? t1 : i == 2 ? t2 : t3; };
   const int bi = sector == 0 || sector == 1 ? 1 : sector == 2 ? 3 : sector == 5 ? 2 : 0;
   const int gi = sector == 0 ? 3 : sector == 1 || sector == 2 ? 0 : sector == 3 ? 2 : 1;
   const int ri = sector == 0 || sector == 5 ? 0 : sector == 1 ? 2 : sector == 4 ? 3 : 1;
-  bgr[0] = hsv_to_u8(fmul(tab(bi), 255.0f), trunc);
-  bgr[1] = hsv_to_u8(fmul(tab(gi), 255.0f), trunc);
-  bgr[2] = hsv_to_u8(fmul(tab(ri), 255.0f), trunc);
+  bgr[0] = hsv_to_u8(k_mul_rn(tab(bi), 255.0f), trunc);
+  bgr[1] = hsv_to_u8(k_mul_rn(tab(gi), 255.0f), trunc);
+  bgr[2] = hsv_to_u8(k_mul_rn(tab(ri), 255.0f), trunc);
 }
 
 /// augment_hsv of one pixel at column `x` of a `w`-pixel row (the column picks OpenCV's rule).
@@ -300,14 +273,14 @@ struct ResizeTap {
 };
 Y9_HD ResizeTap resize_tap(int d, int n, int dn, bool clamp_edges) {
   const double scale = 1.0 / (static_cast<double>(dn) / n);
-  float f = static_cast<float>(dadd(dmul(d + 0.5, scale), -0.5));
+  float f = static_cast<float>(k_add_rn(k_mul_rn(d + 0.5, scale), -0.5));
   int s = static_cast<int>(floorf(f));
-  f = fadd(f, -static_cast<float>(s));
+  f = k_add_rn(f, -static_cast<float>(s));
   if (clamp_edges) {
     if (s < 0) f = 0, s = 0;
     if (s >= n - 1) f = 0, s = n - 1;
   }
-  return {s, round_intf(fmul(fadd(1.f, -f), 2048.f)), round_intf(fmul(f, 2048.f))};
+  return {s, round_intf(k_mul_rn(k_add_rn(1.f, -f), 2048.f)), round_intf(k_mul_rn(f, 2048.f))};
 }
 
 /// Channel c of destination pixel (dx, dy) of cv::resize(src h x w -> nh x nw, INTER_LINEAR).

@@ -11,6 +11,7 @@
 
 #include "engine/backend.h"
 #include "engine/hd.h"
+#include "kernels/common/rounding.h"
 #include "kernels/common/strided.h"
 
 namespace kernels {
@@ -29,37 +30,6 @@ Y9_HD double k_pow(double x, double p) { return ::pow(x, p); }
 Y9_HD float k_abs(float x) { return fabsf(x); }
 Y9_HD double k_abs(double x) { return ::fabs(x); }
 
-/// a * b and a + b in double, each rounded once and never fused into an FMA: nvcc contracts
-/// `a * b + c` by default, while the host code that device kernels reproduce bit for bit (loss
-/// finishing, gradient norm) does not. Host builds use the plain operators.
-Y9_HD double k_mul_rn(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-/// The float a * b, likewise: ptxas contracts a plain mul.f32 whose result feeds an add.f32 into
-/// an FFMA, so SiLU's dx summed at once (the fused BN + SiLU backward) could differ from the same
-/// dx stored first (the two-entry path).
-Y9_HD float k_mul_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-/// a * b + c with one rounding, on every backend (fmaf / fma; the host's is exact too): an explicit
-/// FMA leaves the compiler no choice of which product of a sum to contract.
-Y9_HD float k_fma(float a, float b, float c) { return fmaf(a, b, c); }
-Y9_HD double k_fma(double a, double b, double c) { return ::fma(a, b, c); }
-Y9_HD double k_add_rn(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
 
 /// v rounded to T (float or double) and back to double. On the host the T value goes through a
 /// volatile: GCC 12's SLP vectorizer (-O3) can drop a `(double)(float)x` round trip in some lanes
