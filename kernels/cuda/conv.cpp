@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -231,15 +232,16 @@ CudaLibraries::ConvAlgos candidates(const Perf* perf, int n, const char* what, e
   return r;
 }
 
-/// The cached candidates of `key`, measured by `find()` on first use.
+/// The cached candidates of `key`, measured by `find()` on first use (shared: no copy per call).
 template <typename Find>
-CudaLibraries::ConvAlgos cached_algos(CudaLibraries& lib, const CudaLibraries::ConvKey& key, Find&& find) {
+std::shared_ptr<const CudaLibraries::ConvAlgos> cached_algos(CudaLibraries& lib, const CudaLibraries::ConvKey& key,
+                                                             Find&& find) {
   {
     std::lock_guard<std::mutex> lock(lib.mu);
     auto it = lib.conv_algos.find(key);
     if (it != lib.conv_algos.end()) return it->second;
   }
-  CudaLibraries::ConvAlgos a = find();
+  auto a = std::make_shared<const CudaLibraries::ConvAlgos>(find());
   std::lock_guard<std::mutex> lock(lib.mu);
   lib.conv_algos[key] = a;
   return a;
@@ -287,9 +289,13 @@ void run_candidates(CudaLibraries& lib, const CudaLibraries::ConvKey& key, const
       if (i > 0) {  // drop the refused prefix, unless another thread replaced the entry meanwhile
         std::lock_guard<std::mutex> lock(lib.mu);
         auto it = lib.conv_algos.find(key);
-        if (it != lib.conv_algos.end() && it->second.size() > i &&
-            std::equal(algos.begin(), algos.begin() + static_cast<std::ptrdiff_t>(i), it->second.begin(), same_algo))
-          it->second.erase(it->second.begin(), it->second.begin() + static_cast<std::ptrdiff_t>(i));
+        if (it != lib.conv_algos.end()) {
+          const CudaLibraries::ConvAlgos& now = *it->second;  // copied before the map lets it go
+          if (now.size() > i &&
+              std::equal(algos.begin(), algos.begin() + static_cast<std::ptrdiff_t>(i), now.begin(), same_algo))
+            it->second = std::make_shared<const CudaLibraries::ConvAlgos>(
+                now.begin() + static_cast<std::ptrdiff_t>(i), now.end());
+        }
       }
       return;
     }
@@ -333,7 +339,7 @@ void conv2d_forward_impl(engine::DeviceContext& ctx, const Conv2dShape& s, engin
                                                        CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf, ws, got));
     return candidates(perf, n, "convolution forward", dt);
   });
-  run_candidates(lib, key, algos, d, dt, "forward", s, [&](const CudaLibraries::ConvAlgo& a, void* ws) {
+  run_candidates(lib, key, *algos, d, dt, "forward", s, [&](const CudaLibraries::ConvAlgo& a, void* ws) {
     const Scale<double> sd;
     const Scale<float> sf;
     const bool f64 = dt == engine::DType::F64;
@@ -369,7 +375,7 @@ void conv2d_backward_data_impl(engine::DeviceContext& ctx, const Conv2dShape& s,
                                                             CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf, ws, got));
     return candidates(perf, n, "convolution backward-data", dt);
   });
-  run_candidates(lib, key, algos, d, dt, "backward-data", s, [&](const CudaLibraries::ConvAlgo& a, void* ws) {
+  run_candidates(lib, key, *algos, d, dt, "backward-data", s, [&](const CudaLibraries::ConvAlgo& a, void* ws) {
     const Scale<double> sd;
     const Scale<float> sf;
     const bool f64 = dt == engine::DType::F64;
@@ -410,7 +416,7 @@ void conv2d_backward_weights_impl(engine::DeviceContext& ctx, const Conv2dShape&
                                                               got));
     return candidates(perf, n, "convolution backward-filter", dt);
   });
-  run_candidates(lib, key, algos, d, dt, "backward-weights", s, [&](const CudaLibraries::ConvAlgo& a, void* ws) {
+  run_candidates(lib, key, *algos, d, dt, "backward-weights", s, [&](const CudaLibraries::ConvAlgo& a, void* ws) {
     const Scale<double> sd;
     const Scale<float> sf;
     const bool f64 = dt == engine::DType::F64;

@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -59,9 +60,10 @@ class CudaLibraries {
     int math = 0;  ///< cudnnMathType_t
   };
   /// Every algorithm the find measured as working, fastest first (kernels/cuda/conv.cpp runs the
-  /// first that cuDNN accepts, and drops the ones it refused).
+  /// first that cuDNN accepts, and drops the ones it refused). Shared and immutable: a call takes
+  /// a reference under `mu` (no copy, no allocation per convolution); dropping replaces the list.
   using ConvAlgos = std::vector<ConvAlgo>;
-  std::map<ConvKey, ConvAlgos> conv_algos;
+  std::map<ConvKey, std::shared_ptr<const ConvAlgos>> conv_algos;
   std::mutex mu;
 
  private:
