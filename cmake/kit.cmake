@@ -41,5 +41,14 @@ if(benchmark_FOUND)
     list(APPEND Y9_KIT_BENCHES ${name})
   endforeach()
 endif()
+# The CUPTI per-kernel profiler (bench/cupti_profile.cpp), loaded through CUDA_INJECTION64_PATH:
+# built when the toolkit has CUPTI (libcupti comes from the device's toolkit at run time).
+find_package(CUDAToolkit QUIET)
+set(Y9_KIT_CUPTI)
+if(TARGET CUDA::cupti)
+  add_library(yolov9_cupti_profile SHARED ${CMAKE_SOURCE_DIR}/bench/cupti_profile.cpp)
+  target_link_libraries(yolov9_cupti_profile PRIVATE CUDA::cupti)
+  set(Y9_KIT_CUPTI yolov9_cupti_profile)
+endif()
 # `ninja kit`: everything that goes into the bundle.
-add_custom_target(kit DEPENDS yolov9 ${Y9_KIT_TESTS} ${Y9_KIT_BENCHES})
+add_custom_target(kit DEPENDS yolov9 ${Y9_KIT_TESTS} ${Y9_KIT_BENCHES} ${Y9_KIT_CUPTI})

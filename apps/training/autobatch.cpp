@@ -115,8 +115,9 @@ AutoBatchResult autobatch(graph::Model& model, engine::Device device, int64_t im
     res.batch = opt.default_batch;
     return res;
   }
-  // (Official: a notice and the default when torch.backends.cudnn.benchmark is on; our
-  // convolutions pick no algorithm by timing, so profiling is always valid.)
+  // (Official: a notice and the default when torch.backends.cudnn.benchmark is on. Our
+  // convolutions do search their algorithms by timing, like benchmark on, but the profile
+  // measures the memory after the search (see below), so it stays valid.)
   engine::Allocator* alloc = engine::allocator_for(device);
   const engine::CudaMemoryInfo mi = engine::cuda_memory_info(device.index);
   const int64_t total = opt.total_bytes_override > 0 ? opt.total_bytes_override : mi.total_bytes;
@@ -154,6 +155,8 @@ AutoBatchResult autobatch(graph::Model& model, engine::Device device, int64_t im
   }();
   std::printf("%12s%12s%14s%14s%14s%24s%24s\n", "Params", "GFLOPs", "GPU_mem (GB)", "forward (ms)", "backward (ms)",
               "input", "output");
+  const int runs = opt.runs;
+  Y9_CHECK_T(engine::ConfigError, runs >= 1, "AutoBatch: runs per size must be at least 1, got ", runs);
   for (int64_t b : opt.batch_sizes) {
     AutoBatchSample s;
     s.batch = b;
@@ -163,24 +166,35 @@ AutoBatchResult autobatch(graph::Model& model, engine::Device device, int64_t im
       alloc->reset_peak();
       engine::Tensor x = engine::Tensor::zeros({b, 3, imgsz, imgsz}, engine::DType::F32, device);
       x.set_requires_grad(true);  // official profile: x.requires_grad = True
-      auto t0 = std::chrono::steady_clock::now();
-      engine::Tensor y;
-      {
-        graph::ModelOutput out = model.forward(x);
-        for (const auto& branch : out.raw)
-          for (const auto& level : branch) {
-            engine::Tensor l = ops::sum(level);
-            y = y.defined() ? ops::add(y, l) : l;
-          }
+      // Official profile(n=3): three forward + backward runs, the times averaged over them. The
+      // memory is measured over runs 2 and 3 (the cache emptied and the peak reset after run 1):
+      // the first run of a new shape searches the cuDNN algorithms (our cudnn.benchmark), which
+      // grows the shared workspace and leaves the smaller ones in the cache (official: benchmark
+      // off, autobatch returns the default when it is on).
+      for (int run = 0; run < runs; ++run) {
+        auto t0 = std::chrono::steady_clock::now();
+        engine::Tensor y;
+        {
+          graph::ModelOutput out = model.forward(x);
+          for (const auto& branch : out.raw)
+            for (const auto& level : branch) {
+              engine::Tensor l = ops::sum(level);
+              y = y.defined() ? ops::add(y, l) : l;
+            }
+        }
+        engine::backend(device.type).context(device).synchronize();
+        s.forward_ms += ms_since(t0) / runs;
+        t0 = std::chrono::steady_clock::now();
+        y.backward();
+        y = engine::Tensor();
+        engine::backend(device.type).context(device).synchronize();
+        s.backward_ms += ms_since(t0) / runs;
+        if (run == 0 && runs > 1) {
+          alloc->empty_cache();
+          alloc->reset_peak();
+        }
       }
-      engine::backend(device.type).context(device).synchronize();
-      s.forward_ms = ms_since(t0);
-      t0 = std::chrono::steady_clock::now();
-      y.backward();
-      y = engine::Tensor();
       x = engine::Tensor();
-      engine::backend(device.type).context(device).synchronize();
-      s.backward_ms = ms_since(t0);
       const engine::AllocatorStats st = alloc->stats();
       s.reserved_gib = gib(st.live_bytes + st.cached_bytes);
       s.peak_gib = gib(st.peak_bytes);
@@ -188,9 +202,12 @@ AutoBatchResult autobatch(graph::Model& model, engine::Device device, int64_t im
       std::printf("%12lld%12.4g%14.3f%14.4g%14.4g%24s%24s\n", (long long)n_params, gflops * static_cast<double>(b),
                   s.reserved_gib * kGiB / 1e9, s.forward_ms, s.backward_ms,
                   fmt("(%lld, 3, %lld, %lld)", (long long)b, (long long)imgsz, (long long)imgsz).c_str(), "list");
-    } catch (const engine::OutOfMemoryError& e) {
+    } catch (const engine::Error& e) {
+      // Official profile: `except Exception as e: print(e)`, the size failed (out of memory, or
+      // a size a library refuses, e.g. cuDNN's 2^31-element tensor limit).
+      s.forward_ms = s.backward_ms = 0;
       s.error = e.message();
-      std::printf("%s\n", e.message().c_str());  // official profile prints the exception
+      std::printf("%s\n", e.message().c_str());
     }
     std::fflush(stdout);
     res.samples.push_back(s);

@@ -21,6 +21,7 @@ namespace training {
 constexpr double kAutoBatchFraction = 0.8;
 constexpr int64_t kAutoBatchDefault = 16;
 constexpr int64_t kAutoBatchMax = 1024;  ///< official "safe range" upper end
+constexpr int kAutoBatchRuns = 3;  ///< forward + backward runs per size (official profile(n=3))
 inline const std::vector<int64_t>& autobatch_sizes() {
   static const std::vector<int64_t> s{1, 2, 4, 8, 16};
   return s;
@@ -36,10 +37,10 @@ void check_batch_size(int64_t batch, int64_t max_batch, int world);
 /// One profiled batch size: train-mode forward + backward of a [batch, 3, imgsz, imgsz] input.
 struct AutoBatchSample {
   int64_t batch = 0;
-  bool ok = false;           ///< false: the run failed (out of memory); `error` says why
-  double reserved_gib = 0;   ///< the allocator's reserved bytes after the run, GiB (the fit's y)
-  double peak_gib = 0;       ///< the allocator's peak bytes in use during the run, GiB
-  double forward_ms = 0, backward_ms = 0;
+  bool ok = false;           ///< false: the run failed (out of memory, or any error); `error` says why
+  double reserved_gib = 0;   ///< the allocator's reserved bytes after the runs, GiB (the fit's y)
+  double peak_gib = 0;       ///< the allocator's peak bytes in use during runs 2.., GiB
+  double forward_ms = 0, backward_ms = 0;  ///< mean over the kAutoBatchRuns runs
   std::string error;
 };
 
@@ -69,6 +70,9 @@ struct AutoBatchOptions {
   int64_t default_batch = kAutoBatchDefault;
   /// > 0: the device total in bytes instead of cudaMemGetInfo's (tests: a deterministic choice).
   int64_t total_bytes_override = 0;
+  /// Forward + backward runs per size (>= 1; the memory is measured over runs 2.. when there are
+  /// two or more). Tests use fewer than the official 3.
+  int runs = kAutoBatchRuns;
 };
 
 /// What autobatch() measured and chose (for tests and logs).
@@ -86,12 +90,14 @@ engine::Device parameters_device(const graph::Model& model);
 /// Official check_train_batch_size(model, imgsz): the batch size for training `model` at `imgsz`
 /// pixels on `device` (where its parameters are). Prints the official lines prefixed
 /// "AutoBatch: ". On the CPU: "CUDA not detected, using default CPU batch-size 16" and the
-/// default. On CUDA: the device line (total, reserved, allocated, free GiB), then per batch size a
-/// train-mode forward and a backward of the sum of the outputs (official torch_utils.profile; the
-/// allocator's cache emptied and its peak reset before each), the profile table, the fit and
-/// "Using batch-size B for CUDA:i X.XXG/Y.YYG (Z%) ✅". The model is left as it was: BatchNorm
-/// statistics restored, parameter gradients cleared. Errors: ConfigError when batch 1 does not
-/// fit; CudaError of the runtime (other than out of memory, which marks a size failed).
+/// default. On CUDA: the device line (total, reserved, allocated, free GiB), then per batch size
+/// kAutoBatchRuns train-mode forwards and backwards of the sum of the outputs (official
+/// torch_utils.profile(n=3); the allocator's cache emptied and its peak reset before the first run
+/// and again after it, so the memory excludes the first run's cuDNN algorithm search), the profile
+/// table, the fit and "Using batch-size B for CUDA:i X.XXG/Y.YYG (Z%) ✅". Any engine::Error of a
+/// size (out of memory, a shape a library refuses) is printed and marks it failed, as the official
+/// `except Exception`. The model is left as it was: BatchNorm statistics restored, parameter
+/// gradients cleared. Errors: ConfigError when batch 1 does not fit (naming its error).
 /// Determinism: the samples are the same bytes on every call (allocation sizes and order are the
 /// host's program order); the choice also depends on the memory held before the call (official
 /// free = total - (reserved + allocated)).

@@ -47,6 +47,8 @@ for f in "$BUILD"/*_cuda_test "$BUILD"/*_bench; do
   [ -x "$f" ] && cp "$f" "$STAGE/bin/"
 done
 strip --strip-unneeded "$STAGE"/bin/*
+# The CUPTI profiler library (CUDA_INJECTION64_PATH; its libcupti comes from the device).
+[ -f "$BUILD/libyolov9_cupti_profile.so" ] && cp "$BUILD/libyolov9_cupti_profile.so" "$STAGE/lib/"
 
 # The libraries: every dependency `ldd` resolves, but glibc's own and the CUDA ones.
 SKIP_RE='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libresolv|libutil\.so)'

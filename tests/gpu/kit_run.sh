@@ -14,7 +14,8 @@
 # come from the driver and the nvidia-* Python wheels (site-packages/nvidia/*/lib), or a CUDA 13
 # toolkit, which this script puts on LD_LIBRARY_PATH. Env: SANITIZE=0 skips compute-sanitizer,
 # SANITIZER_BUDGET (seconds, default 150), SANITIZE_ONLY (an extended regex: only the gpu tests it
-# matches go under the sanitizer, in the budget), BENCH_MIN_TIME (seconds per case, default 0.05),
+# matches go under the sanitizer, in the budget), SANITIZE_TOOLS (default "memcheck racecheck
+# synccheck"), BENCH=0 skips the CUDA benchmarks, BENCH_MIN_TIME (seconds per case, default 0.05),
 # TRAIN_BENCH=0 skips the train benchmark, BENCH_BATCH (64), BENCH_STEPS (20), BENCH_WORKERS (12),
 # STEP_TIMEOUT (seconds one test, workflow step or benchmark may run, default 300: a hang on the device
 # costs its whole lease), KIT_LOGS (a folder: every test's, workflow step's and benchmark's full output
@@ -182,7 +183,7 @@ if [ "$MODE" = device ] && [ "${SANITIZE:-1}" != 0 ]; then
     fi
     echo "== compute-sanitizer ($SAN), budget ${budget}s"
     san_start=$(date +%s)
-    for tool in memcheck racecheck synccheck; do
+    for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
       for t in $TESTS; do
         [ -n "${SANITIZE_ONLY:-}" ] && ! [[ "$t" =~ $SANITIZE_ONLY ]] && continue
         left=$(( budget - ($(date +%s) - san_start) ))
@@ -206,6 +207,7 @@ fi
 
 # --- benchmarks -----------------------------------------------------------------------------------
 echo "== benchmarks"
+[ "$MODE" = device ] && [ "${BENCH:-1}" = 0 ] && BENCHES=""
 for b in $BENCHES; do
   if [ "$MODE" = self ]; then
     out=$(timeout 60 "$KIT/bin/$b" --benchmark_list_tests 2>&1); rc=$?
