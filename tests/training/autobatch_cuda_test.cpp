@@ -159,8 +159,8 @@ TEST(CudaAutoBatch, ProfilesFitsAndLeavesTheModel) {
 
   // A real out-of-memory error of the device gets the advice (Trainer::run).
   try {
-    (void)Tensor::zeros({int64_t(1) << 20, 3, 64, 64}, engine::DType::F32, Device::cuda(0));
-    ADD_FAILURE() << "a 48 GiB tensor must not fit the device";
+    (void)Tensor::zeros({kHuge, 3, 64, 64}, engine::DType::F32, Device::cuda(0));
+    ADD_FAILURE() << "a 384 GiB tensor must not fit the device";
   } catch (const engine::OutOfMemoryError& e) {
     const engine::OutOfMemoryError more = training::with_batch_advice(e, Device::cuda(0), 8);
     EXPECT_EQ(more.message().rfind(e.message(), 0), 0u) << more.message();
