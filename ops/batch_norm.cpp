@@ -14,17 +14,29 @@ using engine::Tensor;
 
 namespace {
 
-void check_param(const Tensor& p, const Tensor& x, int64_t c, const char* name) {
+/// `pdt`: the parameters' dtype (x's, or F32 for F16/BF16 x on CUDA under mixed precision).
+void check_param(const Tensor& p, const Tensor& x, int64_t c, const char* name, DType pdt) {
   if (!p.defined()) return;
   Y9_CHECK_SHAPE(p.dim() == 1 && p.size(0) == c, "batch_norm: ", name, " ", p.str(), " must be [", c, "] for x ",
                  x.str());
-  Y9_CHECK_SHAPE(p.dtype() == x.dtype(), "batch_norm: ", name, " ", p.str(), " must have x's dtype ", x.str());
+  if (pdt == x.dtype())
+    Y9_CHECK_SHAPE(p.dtype() == x.dtype(), "batch_norm: ", name, " ", p.str(), " must have x's dtype ", x.str());
+  else
+    Y9_CHECK_SHAPE(p.dtype() == pdt, "batch_norm: ", name, " ", p.str(), " must be ", engine::dtype_name(pdt),
+                   " like the other parameters of the ", engine::dtype_name(x.dtype()), " x ", x.str());
+}
+
+/// F16/BF16 x with F32 parameters (autocast, ops/autocast.h), `p0` the first defined parameter.
+bool mixed_dtypes(const Tensor& x, const Tensor& p0) {
+  return x.defined() && p0.defined() && p0.dtype() == DType::F32 &&
+         (x.dtype() == DType::F16 || x.dtype() == DType::BF16);
 }
 
 void* ptr_or_null(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 
 /// batch_norm, or with `silu` the fused batch_norm_silu (the caller checked that the backend has
-/// its entries and that `sync` is null and x is not F16/BF16 with F32 parameters).
+/// its entries, that `sync` is null, and that x's and the parameters' dtypes are one of the fused
+/// entries' combinations).
 Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                        const Tensor& running_var, bool training, double momentum, double eps,
                        const kernels::BatchNormSync* sync, bool silu) {
@@ -40,24 +52,25 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias
                       x.size(4));
   }
   const Tensor& p0 = weight.defined() ? weight : running_mean;
-  if (p0.defined() && p0.dtype() == DType::F32 && (x.dtype() == DType::F16 || x.dtype() == DType::BF16)) {
-    // Mixed precision (autocast, ops/autocast.h): F16/BF16 activations with FP32 parameters and
-    // running statistics, as cuDNN's BatchNorm takes them under torch autocast. Normalised in
-    // FP32 (FP32 statistics, FP32 parameter gradients) and rounded back to x's dtype; the casts
-    // are differentiable, so dx comes back in x's dtype.
-    // TODO(autocast): a mixed-dtype kernel (T activations, FP32 parameters) would save the FP32
-    // copy of x that this keeps for the backward. A blocked x stays blocked (the casts are
-    // elementwise): the F32 blocked kernels normalise it.
+  // Mixed precision (autocast, ops/autocast.h): F16/BF16 activations with FP32 parameters and
+  // running statistics, as cuDNN's BatchNorm takes them under torch autocast. On CUDA the kernels
+  // take the two dtypes (BatchNormShape::f32_params): FP32 statistics and parameter gradients, y
+  // and dx in x's dtype. The CPU kernels take one dtype: x is normalised in FP32 through
+  // differentiable casts (a blocked x stays blocked: the casts are elementwise).
+  const bool f32_params = mixed_dtypes(x, p0);
+  if (f32_params && !x.device().is_cuda()) {
+    Y9_CHECK_SHAPE(!silu, "batch_norm_silu: internal: no fused CPU kernel for ", x.str(), " with f32 parameters");
     return batch_norm(x.to(DType::F32), weight, bias, running_mean, running_var, training, momentum, eps, sync)
         .to(x.dtype());
   }
+  const DType pdt = f32_params ? DType::F32 : x.dtype();
   // Blocked x [N, C / B, H, W, B]: the kernels' [n, c / B, hw, B] (kernels/common/batch_norm.h).
   const int64_t n = x.size(0), c = blocked ? x.size(1) * x.size(4) : x.size(1);
   const int64_t hw = blocked ? x.size(2) * x.size(3) : n * c > 0 ? x.numel() / (n * c) : 0;
-  check_param(weight, x, c, "weight");
-  check_param(bias, x, c, "bias");
-  check_param(running_mean, x, c, "running_mean");
-  check_param(running_var, x, c, "running_var");
+  check_param(weight, x, c, "weight", pdt);
+  check_param(bias, x, c, "bias", pdt);
+  check_param(running_mean, x, c, "running_mean", pdt);
+  check_param(running_var, x, c, "running_var", pdt);
   Y9_CHECK_SHAPE(running_mean.defined() == running_var.defined(),
                  "batch_norm: running_mean and running_var must both be given or both be undefined");
   Y9_CHECK_SHAPE(training || running_mean.defined(), "batch_norm: eval mode needs running_mean and running_var");
@@ -75,10 +88,10 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias
     rm = running_mean.detach().contiguous();
     rv = running_var.detach().contiguous();
   }
-  Tensor mean = Tensor::empty({c}, x.dtype(), x.device());
-  Tensor invstd = Tensor::empty({c}, x.dtype(), x.device());
+  Tensor mean = Tensor::empty({c}, pdt, x.device());
+  Tensor invstd = Tensor::empty({c}, pdt, x.device());
   Tensor y = Tensor::empty(xc.shape(), x.dtype(), x.device());
-  const kernels::BatchNormShape shape{n, c, hw, blocked ? x.size(4) : 0};
+  const kernels::BatchNormShape shape{n, c, hw, blocked ? x.size(4) : 0, f32_params};
   if (silu) {
     auto k = engine::kernel(kernels::kBatchNormSiluForward, x.dtype(), x.device());
     k.fn(k.ctx, x.dtype(), shape, xc.data_ptr(), ptr_or_null(wc), ptr_or_null(bc), ptr_or_null(rm),
@@ -100,14 +113,14 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias
                need_b = bias.defined() && bias.requires_grad();
     engine::autograd::record_fn(
         silu ? "BatchNormSiluBackward" : "BatchNormBackward", {x, weight, bias}, {y},
-        [xc, wc, bc = silu ? bc : Tensor(), mean, invstd, training, need_x, need_w, need_b, shape, sync,
-         silu](const std::vector<Tensor>& g) {
+        [xc, wc, bc = silu ? bc : Tensor(), mean, invstd, training, need_x, need_w, need_b, shape, sync, silu,
+         pdt](const std::vector<Tensor>& g) {
           if (!g[0].defined()) return std::vector<Tensor>{Tensor(), Tensor(), Tensor()};
           const DType dt = xc.dtype();
           Tensor dy = engine::contiguous_nograd(g[0].to(dt));
           Tensor dx = need_x ? Tensor::empty(xc.shape(), dt, xc.device()) : Tensor();
-          Tensor dw = need_w ? Tensor::empty({shape.c}, dt, xc.device()) : Tensor();
-          Tensor db = need_b ? Tensor::empty({shape.c}, dt, xc.device()) : Tensor();
+          Tensor dw = need_w ? Tensor::empty({shape.c}, pdt, xc.device()) : Tensor();
+          Tensor db = need_b ? Tensor::empty({shape.c}, pdt, xc.device()) : Tensor();
           if (silu) {
             auto kb = engine::kernel(kernels::kBatchNormSiluBackward, dt, xc.device());
             kb.fn(kb.ctx, dt, shape, xc.data_ptr(), dy.data_ptr(), mean.data_ptr(), invstd.data_ptr(),
@@ -145,7 +158,13 @@ Tensor batch_norm_silu(const Tensor& x, const Tensor& weight, const Tensor& bias
   const bool blocked = x.defined() && is_blocked(x) && x.device().is_cpu();
   const int64_t runs = x.defined() && x.dim() >= 2 ? x.size(0) * x.size(1) * (blocked ? x.size(4) : 1) : 0;
   const bool large = runs > 0 && x.numel() / runs >= kBatchNormSiluMinHw;
-  const bool fused = large && (!training || !sync) && (!p0.defined() || p0.dtype() == x.dtype()) &&
+  // The fused entries' dtypes: F32/F64 x and parameters alike, or F16/BF16 x with F32 parameters
+  // on CUDA (autocast); not F16/BF16 parameters (the backward recomputes z from the saved mean
+  // and invstd, which they would round).
+  const bool wide = x.defined() && (x.dtype() == DType::F32 || x.dtype() == DType::F64);
+  const bool dtypes_ok = (wide && (!p0.defined() || p0.dtype() == x.dtype())) ||
+                         (mixed_dtypes(x, p0) && x.device().is_cuda());
+  const bool fused = large && (!training || !sync) && dtypes_ok &&
                      engine::backend(x.device().type).supports(kernels::kBatchNormSiluForward, x.dtype()) &&
                      engine::backend(x.device().type).supports(kernels::kBatchNormSiluBackward, x.dtype());
   if (!fused) return silu(batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps, sync));

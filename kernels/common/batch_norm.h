@@ -10,16 +10,20 @@
 namespace kernels {
 
 /// The layout of x, y, dy and dx (contiguous, dtype of the entry); weight, bias, the running stats,
-/// mean and invstd are always [c].
+/// mean and invstd are always [c], of the entry's dtype unless f32_params.
 /// block == 0: plain NCHW viewed as [n, c, hw].
 /// block == B (8 or 16; CPU only, F32/F64): the blocked channel layout (oneDNN nChw8c / nChw16c)
 /// viewed as [n, c / B, hw, B], channel ch = cb * B + lane; c must be a multiple of B. Same math as
 /// the plain layout (not the same bits: the sums add in another order), deterministic for any
 /// thread count; no `sync` (the CPU entries throw ShapeError). The CUDA entries throw ShapeError
 /// for block != 0.
+/// f32_params (CUDA only, autocast): x, y, dy and dx are the entry's dtype F16 or BF16 while weight,
+/// bias, the running stats, mean, invstd, dweight and dbias are F32 (cuDNN's BatchNorm under torch
+/// autocast); the statistics are FP32 either way. The CPU entries throw ShapeError.
 struct BatchNormShape {
   int64_t n, c, hw;
   int64_t block = 0;
+  bool f32_params = false;
 };
 
 /// Synchronised BatchNorm (data-parallel `--sync-bn`; official torch.nn.SyncBatchNorm): the

@@ -641,6 +641,12 @@ void batch_norm_backward_blocked_cpu(const T* x, const T* dy, const T* mean, con
   }
 }
 
+/// The CPU entries take one dtype for x and the parameters (BatchNormShape::f32_params is CUDA's).
+void check_one_dtype(const BatchNormShape& s, engine::DType dt) {
+  Y9_CHECK_SHAPE(!s.f32_params, "batch_norm: ", engine::dtype_name(dt),
+                 " x with f32 parameters is a CUDA entry (the CPU kernels take one dtype)");
+}
+
 /// f(std::integral_constant<int, B>{}) for the block of s (8 or 16).
 template <typename F>
 void with_block(const BatchNormShape& s, F&& f) {
@@ -689,6 +695,7 @@ void forward_typed(const BatchNormShape& s, const T* x, const T* w, const T* b, 
 void batch_norm_forward(engine::DeviceContext&, engine::DType dt, const BatchNormShape& s, const void* x,
                         const void* w, const void* b, void* rm, void* rv, bool training, double momentum, double eps,
                         void* y, void* mean, void* invstd, const BatchNormSync* sync) {
+  check_one_dtype(s, dt);
   if (dt == engine::DType::F32)
     forward_typed(s, static_cast<const float*>(x), static_cast<const float*>(w), static_cast<const float*>(b),
                   static_cast<float*>(rm), static_cast<float*>(rv), training, momentum, eps, static_cast<float*>(y),
@@ -717,6 +724,7 @@ void backward_blocked(engine::DType dt, const BatchNormShape& s, const void* x, 
 void batch_norm_backward(engine::DeviceContext&, engine::DType dt, const BatchNormShape& s, const void* x,
                          const void* dy, const void* mean, const void* invstd, const void* w, bool training, void* dx,
                          void* dw, void* db, const BatchNormSync* sync) {
+  check_one_dtype(s, dt);
   if (s.block > 0) {
     Y9_CHECK_SHAPE(!(training && sync && sync->fn), "batch_norm: synchronised BatchNorm of a blocked x is not a "
                    "CPU kernel (ops::batch_norm computes it on the plain layout)");
@@ -747,6 +755,7 @@ void batch_norm_backward(engine::DeviceContext&, engine::DType dt, const BatchNo
 void batch_norm_silu_forward(engine::DeviceContext&, engine::DType dt, const BatchNormShape& s, const void* x,
                              const void* w, const void* b, void* rm, void* rv, bool training, double momentum,
                              double eps, void* y, void* mean, void* invstd) {
+  check_one_dtype(s, dt);
   float_or_double(dt, [&](auto t) {
     using T = decltype(t);
     forward_typed(s, static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(b),
@@ -758,6 +767,7 @@ void batch_norm_silu_forward(engine::DeviceContext&, engine::DType dt, const Bat
 void batch_norm_silu_backward(engine::DeviceContext&, engine::DType dt, const BatchNormShape& s, const void* x,
                               const void* dy, const void* mean, const void* invstd, const void* w, const void* b,
                               bool training, void* dx, void* dw, void* db) {
+  check_one_dtype(s, dt);
   if (s.block > 0) return backward_blocked(dt, s, x, dy, mean, invstd, w, b, training, dx, dw, db, /*silu=*/true);
   float_or_double(dt, [&](auto t) {
     using T = decltype(t);

@@ -17,13 +17,18 @@
 // running_var. y = x*scale + shift with scale = invstd*w, shift = b - mean*scale in Acc.
 // Backward: per-channel sum dy and sum dy*xhat (one pass, two partials), dweight/dbias from them,
 // then dx = a*dy + bx*(x - mean) + k per element (the CPU twin's coefficients).
-// BatchNorm2d + SiLU fused (kBatchNormSiluForward/Backward, F32/F64): the same kernels with SiLU
+// Mixed precision (BatchNormShape::f32_params, autocast): F16/BF16 x, y, dy, dx with FP32 weight,
+// bias, running stats, mean, invstd, dweight and dbias (cuDNN's BatchNorm under torch autocast):
+// the same kernels, the per-channel ones instantiated on float, no FP32 copy of x.
+// BatchNorm2d + SiLU fused (kBatchNormSiluForward/Backward, F32/F64, or F16/BF16 x with FP32
+// parameters): the same kernels with SiLU
 // applied to the rounded z in the normalisation, and in the backward dz = SiLU'(z) * dy recomputed
 // from x where dy was read (in the partials and in dx): the bits of the two-entry path.
 #include <cuda_runtime.h>
 
 #include <cmath>
 #include <cstddef>
+#include <string>
 
 #include "engine/cuda_runtime.h"
 #include "engine/error.h"
@@ -148,18 +153,20 @@ __global__ void bn_partial_kernel(const T* __restrict__ x, int64_t n, int64_t c,
 }
 
 /// Grid (spans, c): the backward partials of span s of channel ch: sum dy into p0 and
-/// sum dy*(x - mean)*invstd into p1.
+/// sum dy*(x - mean)*invstd into p1 (mean, invstd of the parameter type P: T, or float for F16/BF16
+/// x with FP32 parameters).
 /// Silu (kBatchNormSiluBackward): dy is the gradient of silu(z), and dz (silu_dz, from
 /// scale_shift = [scale (c), shift (c)]) takes its place.
-template <typename T, typename A, bool Silu>
+template <typename T, typename P, typename A, bool Silu>
 __global__ void bn_backward_partial_kernel(const T* __restrict__ x, const T* __restrict__ dy, int64_t n, int64_t c,
-                                           int64_t hw, int64_t spans, const T* __restrict__ mean,
-                                           const T* __restrict__ invstd, const A* __restrict__ scale_shift,
+                                           int64_t hw, int64_t spans, const P* __restrict__ mean,
+                                           const P* __restrict__ invstd, const A* __restrict__ scale_shift,
                                            A* __restrict__ p0, A* __restrict__ p1) {
   using S = Scalar<T>;
+  using SP = Scalar<P>;
   __shared__ A sh[kBnBlock / kWarp];
   const int64_t ch = blockIdx.y, s = blockIdx.x;
-  const A mu = A(S::load(mean[ch])), is = A(S::load(invstd[ch]));
+  const A mu = A(SP::load(mean[ch])), is = A(SP::load(invstd[ch]));
   A scale = A(0), shift = A(0);
   if constexpr (Silu) scale = scale_shift[ch], shift = scale_shift[c + ch];
   int64_t lo, hi;
@@ -349,9 +356,11 @@ __global__ void bn_dx_kernel(const T* __restrict__ x, const T* __restrict__ dy, 
 
 unsigned per_channel_grid(int64_t c) { return static_cast<unsigned>(ceil_div(c, kBlock)); }
 
-template <typename T>
-void forward_typed(engine::DeviceContext& ctx, const BatchNormShape& sh, const T* x, const T* w, const T* b, T* rm,
-                   T* rv, bool training, double momentum, double eps, T* y, T* mean, T* invstd,
+/// T: the dtype of x and y; P: of weight, bias, the running stats, mean and invstd (T, or float
+/// for F16/BF16 x with FP32 parameters: BatchNormShape::f32_params).
+template <typename T, typename P = T>
+void forward_typed(engine::DeviceContext& ctx, const BatchNormShape& sh, const T* x, const P* w, const P* b, P* rm,
+                   P* rv, bool training, double momentum, double eps, T* y, P* mean, P* invstd,
                    const BatchNormSync* sync, bool silu = false) {
   Y9_CHECK_SHAPE(sh.block == 0, "batch_norm: the blocked channel layout (block ", sh.block, ") is CPU only");
   using A = typename Scalar<T>::C;
@@ -383,13 +392,13 @@ void forward_typed(engine::DeviceContext& ctx, const BatchNormShape& sh, const T
     Y9_LAUNCH(bn_channel_sums_kernel<A>, per_channel_grid(c), kBlock, 0, stream, static_cast<const A*>(partial), spans,
               c, sums, int64_t(-1), 0.0);
     if (synced) sync->fn(sync->state, sums, c);
-    Y9_LAUNCH(bn_train_finalize_kernel<T, A>, per_channel_grid(c), kBlock, 0, stream,
+    Y9_LAUNCH(bn_train_finalize_kernel<P, A>, per_channel_grid(c), kBlock, 0, stream,
               static_cast<const double*>(sums), static_cast<const A*>(mu), c, w, b, rm, rv, momentum, eps, mean,
               invstd, scale_shift);
   } else {
     Y9_CHECK_SHAPE(rm && rv, "batch_norm: eval mode needs running_mean and running_var");
-    Y9_LAUNCH(bn_eval_finalize_kernel<T, A>, per_channel_grid(c), kBlock, 0, stream, static_cast<const T*>(rm),
-              static_cast<const T*>(rv), c, w, b, eps, mean, invstd, scale_shift);
+    Y9_LAUNCH(bn_eval_finalize_kernel<P, A>, per_channel_grid(c), kBlock, 0, stream, static_cast<const P*>(rm),
+              static_cast<const P*>(rv), c, w, b, eps, mean, invstd, scale_shift);
   }
   if (total > 0 && silu)
     Y9_LAUNCH((bn_apply_kernel<T, A, true>), grid_for(total), kBlock, 0, stream, x, y, total, c, sh.hw,
@@ -401,10 +410,11 @@ void forward_typed(engine::DeviceContext& ctx, const BatchNormShape& sh, const T
 
 /// `bias` and `silu` (kBatchNormSiluBackward): dy is the gradient of silu(z), z recomputed from x
 /// with the forward's scale and shift (which need the bias).
-template <typename T>
-void backward_typed(engine::DeviceContext& ctx, const BatchNormShape& sh, const T* x, const T* dy, const T* mean,
-                    const T* invstd, const T* w, bool training, T* dx, T* dw, T* db, const BatchNormSync* sync,
-                    const T* bias = nullptr, bool silu = false) {
+/// T: the dtype of x, dy and dx; P: of mean, invstd, weight, bias, dweight and dbias (as forward_typed).
+template <typename T, typename P = T>
+void backward_typed(engine::DeviceContext& ctx, const BatchNormShape& sh, const T* x, const T* dy, const P* mean,
+                    const P* invstd, const P* w, bool training, T* dx, P* dw, P* db, const BatchNormSync* sync,
+                    const P* bias = nullptr, bool silu = false) {
   Y9_CHECK_SHAPE(sh.block == 0, "batch_norm: the blocked channel layout (block ", sh.block, ") is CPU only");
   using A = typename Scalar<T>::C;
   cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream());
@@ -419,7 +429,7 @@ void backward_typed(engine::DeviceContext& ctx, const BatchNormShape& sh, const 
   A* scale_shift = coef + 4 * c;
   double* sums = dsums.as<double>();
   if (silu)
-    Y9_LAUNCH((bn_scale_shift_kernel<T, A>), per_channel_grid(c), kBlock, 0, stream, mean, invstd, c, w, bias,
+    Y9_LAUNCH((bn_scale_shift_kernel<P, A>), per_channel_grid(c), kBlock, 0, stream, mean, invstd, c, w, bias,
               scale_shift);
   if (need_sums) {
     Y9_CHECK_SHAPE(c <= 65535, "batch_norm: ", c, " channels exceed the CUDA grid (65535)");
@@ -427,22 +437,22 @@ void backward_typed(engine::DeviceContext& ctx, const BatchNormShape& sh, const 
     A* p1 = p0 + spans * c;
     const dim3 grid(static_cast<unsigned>(spans), static_cast<unsigned>(c));
     if (silu)
-      Y9_LAUNCH((bn_backward_partial_kernel<T, A, true>), grid, kBnBlock, 0, stream, x, dy, sh.n, c, sh.hw, spans,
+      Y9_LAUNCH((bn_backward_partial_kernel<T, P, A, true>), grid, kBnBlock, 0, stream, x, dy, sh.n, c, sh.hw, spans,
                 mean, invstd, static_cast<const A*>(scale_shift), p0, p1);
     else
-      Y9_LAUNCH((bn_backward_partial_kernel<T, A, false>), grid, kBnBlock, 0, stream, x, dy, sh.n, c, sh.hw, spans,
+      Y9_LAUNCH((bn_backward_partial_kernel<T, P, A, false>), grid, kBnBlock, 0, stream, x, dy, sh.n, c, sh.hw, spans,
                 mean, invstd, static_cast<const A*>(scale_shift), p0, p1);
     Y9_LAUNCH(bn_channel_sums_kernel<A>, per_channel_grid(c), kBlock, 0, stream, static_cast<const A*>(p0), spans, c,
               sums, 2 * c, static_cast<double>(m));
     Y9_LAUNCH(bn_channel_sums_kernel<A>, per_channel_grid(c), kBlock, 0, stream, static_cast<const A*>(p1), spans, c,
               sums + c, int64_t(-1), 0.0);
     if (dw || db)
-      Y9_LAUNCH(bn_dweight_dbias_kernel<T>, per_channel_grid(c), kBlock, 0, stream, static_cast<const double*>(sums), c,
+      Y9_LAUNCH(bn_dweight_dbias_kernel<P>, per_channel_grid(c), kBlock, 0, stream, static_cast<const double*>(sums), c,
                 dw, db);
   }
   if (!dx) return;  // every rank decides alike (the same graph), so no rank waits alone
   if (training && sync && sync->fn) sync->fn(sync->state, sums, 2 * c + 1);
-  Y9_LAUNCH(bn_dx_coef_kernel<T, A>, per_channel_grid(c), kBlock, 0, stream,
+  Y9_LAUNCH(bn_dx_coef_kernel<P, A>, per_channel_grid(c), kBlock, 0, stream,
             static_cast<const double*>(training ? sums : nullptr), c, mean, invstd, w, training, coef);
   if (total > 0 && silu)
     Y9_LAUNCH((bn_dx_kernel<T, A, true>), grid_for(total), kBlock, 0, stream, x, dy, dx, total, c, sh.hw,
@@ -452,58 +462,82 @@ void backward_typed(engine::DeviceContext& ctx, const BatchNormShape& sh, const 
               static_cast<const A*>(coef), static_cast<const A*>(scale_shift));
 }
 
+/// Calls f.template operator()<T, P>() for the entry's dtypes: P = T (F32/F64/F16/BF16), or with
+/// s.f32_params P = float for T = F16/BF16. Returns false for any other combination.
+template <typename F>
+bool dispatch_bn(engine::DType dt, const BatchNormShape& s, F&& f) {
+  if (!s.f32_params) return dispatch_float(dt, [&]<typename T>() { f.template operator()<T, T>(); });
+  switch (dt) {
+    case engine::DType::F16: f.template operator()<Half16, float>(); return true;
+    case engine::DType::BF16: f.template operator()<Bf16, float>(); return true;
+    default: return false;
+  }
+}
+
+/// "f16" or "f16 x with f32 parameters", for the errors.
+std::string bn_types(engine::DType dt, const BatchNormShape& s) {
+  return std::string(engine::dtype_name(dt)) + (s.f32_params ? " x with f32 parameters" : "");
+}
+
 /// batch_norm_forward on CUDA (kernels/common/batch_norm.h contract): x, weight, bias, running
-/// stats, y, mean, invstd are device buffers of `dtype` (F32/F64/F16/BF16), NCHW contiguous
-/// ([n, c, hw] for x and y, [c] for the rest); statistics in FP32 (double for F64).
+/// stats, y, mean, invstd are device buffers of `dtype` (F32/F64/F16/BF16; with s.f32_params the
+/// per-channel ones are F32 and x, y F16/BF16), NCHW contiguous ([n, c, hw] for x and y, [c] for
+/// the rest); statistics in FP32 (double for F64).
 void batch_norm_forward(engine::DeviceContext& ctx, engine::DType dt, const BatchNormShape& s, const void* x,
                         const void* w, const void* b, void* rm, void* rv, bool training, double momentum, double eps,
                         void* y, void* mean, void* invstd, const BatchNormSync* sync) {
-  const bool ok = dispatch_float(dt, [&]<typename T>() {
-    forward_typed(ctx, s, static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(b),
-                  static_cast<T*>(rm), static_cast<T*>(rv), training, momentum, eps, static_cast<T*>(y),
-                  static_cast<T*>(mean), static_cast<T*>(invstd), sync);
+  const bool ok = dispatch_bn(dt, s, [&]<typename T, typename P>() {
+    forward_typed<T, P>(ctx, s, static_cast<const T*>(x), static_cast<const P*>(w), static_cast<const P*>(b),
+                        static_cast<P*>(rm), static_cast<P*>(rv), training, momentum, eps, static_cast<T*>(y),
+                        static_cast<P*>(mean), static_cast<P*>(invstd), sync);
   });
-  Y9_CHECK_SHAPE(ok, "batch_norm: dtype ", engine::dtype_name(dt), " not supported on cuda (f32, f64, f16, bf16)");
+  Y9_CHECK_SHAPE(ok, "batch_norm: ", bn_types(dt, s),
+                 " not supported on cuda (f32, f64, f16, bf16; f16 or bf16 x with f32 parameters)");
 }
 
 /// batch_norm_backward on CUDA (kernels/common/batch_norm.h contract): x, dy, dx [n, c, hw] and
-/// mean, invstd, weight, dweight, dbias [c], device buffers of `dtype` (F32/F64/F16/BF16); dx,
-/// dweight, dbias each optional; sums in FP32 (double for F64).
+/// mean, invstd, weight, dweight, dbias [c], device buffers of `dtype` (F32/F64/F16/BF16; with
+/// s.f32_params the [c] ones are F32); dx, dweight, dbias each optional; sums in FP32 (double for F64).
 void batch_norm_backward(engine::DeviceContext& ctx, engine::DType dt, const BatchNormShape& s, const void* x,
                          const void* dy, const void* mean, const void* invstd, const void* w, bool training, void* dx,
                          void* dw, void* db, const BatchNormSync* sync) {
-  const bool ok = dispatch_float(dt, [&]<typename T>() {
-    backward_typed(ctx, s, static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<const T*>(mean),
-                   static_cast<const T*>(invstd), static_cast<const T*>(w), training, static_cast<T*>(dx),
-                   static_cast<T*>(dw), static_cast<T*>(db), sync);
+  const bool ok = dispatch_bn(dt, s, [&]<typename T, typename P>() {
+    backward_typed<T, P>(ctx, s, static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<const P*>(mean),
+                         static_cast<const P*>(invstd), static_cast<const P*>(w), training, static_cast<T*>(dx),
+                         static_cast<P*>(dw), static_cast<P*>(db), sync);
   });
-  Y9_CHECK_SHAPE(ok, "batch_norm: dtype ", engine::dtype_name(dt), " not supported on cuda (f32, f64, f16, bf16)");
+  Y9_CHECK_SHAPE(ok, "batch_norm: ", bn_types(dt, s),
+                 " not supported on cuda (f32, f64, f16, bf16; f16 or bf16 x with f32 parameters)");
 }
 
-/// batch_norm_silu_forward on CUDA (kernels/common/batch_norm.h contract; F32/F64 only: the
-/// backward recomputes z from the saved mean and invstd, which F16/BF16 would round).
+/// batch_norm_silu_forward on CUDA (kernels/common/batch_norm.h contract): F32/F64, or F16/BF16 x
+/// with FP32 parameters (s.f32_params). Not F16/BF16 parameters: the backward recomputes z from the
+/// saved mean and invstd, which F16/BF16 would round.
 void batch_norm_silu_forward(engine::DeviceContext& ctx, engine::DType dt, const BatchNormShape& s, const void* x,
                              const void* w, const void* b, void* rm, void* rv, bool training, double momentum,
                              double eps, void* y, void* mean, void* invstd) {
-  Y9_CHECK_SHAPE(dt == engine::DType::F32 || dt == engine::DType::F64, "batch_norm_silu: dtype ",
-                 engine::dtype_name(dt), " not supported on cuda (f32, f64)");
-  dispatch_float(dt, [&]<typename T>() {
-    forward_typed(ctx, s, static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(b),
-                  static_cast<T*>(rm), static_cast<T*>(rv), training, momentum, eps, static_cast<T*>(y),
-                  static_cast<T*>(mean), static_cast<T*>(invstd), nullptr, /*silu=*/true);
+  const bool wide = dt == engine::DType::F32 || dt == engine::DType::F64;
+  Y9_CHECK_SHAPE(wide != s.f32_params, "batch_norm_silu: ", bn_types(dt, s),
+                 " not supported on cuda (f32, f64; f16 or bf16 x with f32 parameters)");
+  dispatch_bn(dt, s, [&]<typename T, typename P>() {
+    forward_typed<T, P>(ctx, s, static_cast<const T*>(x), static_cast<const P*>(w), static_cast<const P*>(b),
+                        static_cast<P*>(rm), static_cast<P*>(rv), training, momentum, eps, static_cast<T*>(y),
+                        static_cast<P*>(mean), static_cast<P*>(invstd), nullptr, /*silu=*/true);
   });
 }
 
-/// batch_norm_silu_backward on CUDA (kernels/common/batch_norm.h contract; F32/F64 only).
+/// batch_norm_silu_backward on CUDA (kernels/common/batch_norm.h contract; the dtypes of
+/// batch_norm_silu_forward).
 void batch_norm_silu_backward(engine::DeviceContext& ctx, engine::DType dt, const BatchNormShape& s, const void* x,
                               const void* dy, const void* mean, const void* invstd, const void* w, const void* b,
                               bool training, void* dx, void* dw, void* db) {
-  Y9_CHECK_SHAPE(dt == engine::DType::F32 || dt == engine::DType::F64, "batch_norm_silu: dtype ",
-                 engine::dtype_name(dt), " not supported on cuda (f32, f64)");
-  dispatch_float(dt, [&]<typename T>() {
-    backward_typed(ctx, s, static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<const T*>(mean),
-                   static_cast<const T*>(invstd), static_cast<const T*>(w), training, static_cast<T*>(dx),
-                   static_cast<T*>(dw), static_cast<T*>(db), nullptr, static_cast<const T*>(b), /*silu=*/true);
+  const bool wide = dt == engine::DType::F32 || dt == engine::DType::F64;
+  Y9_CHECK_SHAPE(wide != s.f32_params, "batch_norm_silu: ", bn_types(dt, s),
+                 " not supported on cuda (f32, f64; f16 or bf16 x with f32 parameters)");
+  dispatch_bn(dt, s, [&]<typename T, typename P>() {
+    backward_typed<T, P>(ctx, s, static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<const P*>(mean),
+                         static_cast<const P*>(invstd), static_cast<const P*>(w), training, static_cast<T*>(dx),
+                         static_cast<P*>(dw), static_cast<P*>(db), nullptr, static_cast<const P*>(b), /*silu=*/true);
   });
 }
 
@@ -512,8 +546,9 @@ void batch_norm_silu_backward(engine::DeviceContext& ctx, engine::DType dt, cons
 Y9_REGISTER_KERNELS(engine::DeviceType::CUDA, b) {
   b.add(kBatchNormForward, &batch_norm_forward, engine::kFloating);
   b.add(kBatchNormBackward, &batch_norm_backward, engine::kFloating);
-  b.add(kBatchNormSiluForward, &batch_norm_silu_forward, engine::kF32F64);
-  b.add(kBatchNormSiluBackward, &batch_norm_silu_backward, engine::kF32F64);
+  // F16/BF16: only with FP32 parameters (BatchNormShape::f32_params; the entries check).
+  b.add(kBatchNormSiluForward, &batch_norm_silu_forward, engine::kFloating);
+  b.add(kBatchNormSiluBackward, &batch_norm_silu_backward, engine::kFloating);
 }
 
 }  // namespace kernels::cuda
