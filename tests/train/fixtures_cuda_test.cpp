@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <string>
 
@@ -25,6 +26,17 @@ using engine::DType;
 using engine::Tensor;
 
 namespace {
+
+// cuDNN convolutions in strict FP32 (no TF32 tensor cores, which PyTorch and we allow by default):
+// the fixtures are the official FP32 results. On the H200 this test passed twice and then failed
+// with the loss items 1-3% off and gradients up to 60x their tolerance, most likely TF32:
+// cuDNN's algorithm search (our cudnn.benchmark) picks by timing, so whether a TF32 tensor-op
+// algorithm wins varies from run to run, and the same build's strict-FP32 step_cuda_test gave the
+// loss bits of the build before. Set before the first convolution: the backend reads the
+// variable once; Y9_CUDNN_NO_TF32=0 in the environment wins.
+[[maybe_unused]] const bool kStrictFp32 = [] {
+  return ::setenv("Y9_CUDNN_NO_TF32", "1", /*overwrite=*/0) == 0;
+}();
 
 // graphtest::scaled_error on host copies of both tensors.
 double scaled_error(const Tensor& got, const Tensor& want) {
