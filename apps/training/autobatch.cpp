@@ -60,9 +60,11 @@ AutoBatchFit autobatch_fit(const std::vector<AutoBatchSample>& samples, double t
   std::vector<std::pair<double, double>> pts;
   for (const auto& s : samples)
     if (s.ok) pts.emplace_back(static_cast<double>(s.batch), s.reserved_gib);
-  Y9_CHECK_T(engine::ConfigError, !pts.empty(), "AutoBatch: not even batch ",
+  const bool first_oom = samples.empty() || samples.front().out_of_memory;
+  Y9_CHECK_T(engine::ConfigError, !pts.empty(), "AutoBatch: ",
+             first_oom ? "not even batch " : "the profile of batch ",
              samples.empty() ? int64_t(1) : samples.front().batch,
-             " fits in the device memory; lower --img (or train on a larger device)",
+             first_oom ? " fits in the device memory; lower --img (or train on a larger device)" : " failed",
              samples.empty() || samples.front().error.empty() ? std::string() : ": " + samples.front().error);
   AutoBatchFit fit;
   if (pts.size() == 1) {
@@ -108,6 +110,7 @@ engine::Device parameters_device(const graph::Model& model) {
 }
 
 AutoBatchResult autobatch(graph::Model& model, engine::Device device, int64_t imgsz, const AutoBatchOptions& opt) {
+  Y9_CHECK_T(engine::ConfigError, opt.runs >= 1, "AutoBatch: runs per size must be at least 1, got ", opt.runs);
   AutoBatchResult res;
   log(fmt("Computing optimal batch size for --imgsz %lld", (long long)imgsz));
   if (device.is_cpu()) {
@@ -156,7 +159,6 @@ AutoBatchResult autobatch(graph::Model& model, engine::Device device, int64_t im
   std::printf("%12s%12s%14s%14s%14s%24s%24s\n", "Params", "GFLOPs", "GPU_mem (GB)", "forward (ms)", "backward (ms)",
               "input", "output");
   const int runs = opt.runs;
-  Y9_CHECK_T(engine::ConfigError, runs >= 1, "AutoBatch: runs per size must be at least 1, got ", runs);
   for (int64_t b : opt.batch_sizes) {
     AutoBatchSample s;
     s.batch = b;
@@ -166,11 +168,12 @@ AutoBatchResult autobatch(graph::Model& model, engine::Device device, int64_t im
       alloc->reset_peak();
       engine::Tensor x = engine::Tensor::zeros({b, 3, imgsz, imgsz}, engine::DType::F32, device);
       x.set_requires_grad(true);  // official profile: x.requires_grad = True
-      // Official profile(n=3): three forward + backward runs, the times averaged over them. The
+      // Official profile(n=3): three forward + backward runs, the times averaged over them (the
+      // first run's include our cuDNN algorithm search: official runs with benchmark off). The
       // memory is measured over runs 2 and 3 (the cache emptied and the peak reset after run 1):
       // the first run of a new shape searches the cuDNN algorithms (our cudnn.benchmark), which
-      // grows the shared workspace and leaves the smaller ones in the cache (official: benchmark
-      // off, autobatch returns the default when it is on).
+      // grows the shared workspace and leaves the smaller ones it replaced in the cache. The
+      // workspace itself stays (live, as in training), so it is part of every size's memory.
       for (int run = 0; run < runs; ++run) {
         auto t0 = std::chrono::steady_clock::now();
         engine::Tensor y;
@@ -207,6 +210,7 @@ AutoBatchResult autobatch(graph::Model& model, engine::Device device, int64_t im
       // a size a library refuses, e.g. cuDNN's 2^31-element tensor limit).
       s.forward_ms = s.backward_ms = 0;
       s.error = e.message();
+      s.out_of_memory = dynamic_cast<const engine::OutOfMemoryError*>(&e) != nullptr;
       std::printf("%s\n", e.message().c_str());
     }
     std::fflush(stdout);

@@ -38,6 +38,7 @@ void check_batch_size(int64_t batch, int64_t max_batch, int world);
 struct AutoBatchSample {
   int64_t batch = 0;
   bool ok = false;           ///< false: the run failed (out of memory, or any error); `error` says why
+  bool out_of_memory = false;  ///< the failure was an engine::OutOfMemoryError
   double reserved_gib = 0;   ///< the allocator's reserved bytes after the runs, GiB (the fit's y)
   double peak_gib = 0;       ///< the allocator's peak bytes in use during runs 2.., GiB
   double forward_ms = 0, backward_ms = 0;  ///< mean over the kAutoBatchRuns runs
@@ -91,16 +92,20 @@ engine::Device parameters_device(const graph::Model& model);
 /// pixels on `device` (where its parameters are). Prints the official lines prefixed
 /// "AutoBatch: ". On the CPU: "CUDA not detected, using default CPU batch-size 16" and the
 /// default. On CUDA: the device line (total, reserved, allocated, free GiB), then per batch size
-/// kAutoBatchRuns train-mode forwards and backwards of the sum of the outputs (official
-/// torch_utils.profile(n=3); the allocator's cache emptied and its peak reset before the first run
-/// and again after it, so the memory excludes the first run's cuDNN algorithm search), the profile
-/// table, the fit and "Using batch-size B for CUDA:i X.XXG/Y.YYG (Z%) ✅". Any engine::Error of a
-/// size (out of memory, a shape a library refuses) is printed and marks it failed, as the official
-/// `except Exception`. The model is left as it was: BatchNorm statistics restored, parameter
-/// gradients cleared. Errors: ConfigError when batch 1 does not fit (naming its error).
-/// Determinism: the samples are the same bytes on every call (allocation sizes and order are the
-/// host's program order); the choice also depends on the memory held before the call (official
-/// free = total - (reserved + allocated)).
+/// opt.runs (default kAutoBatchRuns) train-mode forwards and backwards of the sum of the outputs
+/// (official torch_utils.profile(n=3); the allocator's cache emptied and its peak reset before the
+/// first run and again after it, so the memory leaves out the blocks the first run's cuDNN
+/// algorithm search left in the cache; the shared cuDNN workspace the search grew stays, as in
+/// training), the profile table, the fit and "Using batch-size B for CUDA:i X.XXG/Y.YYG (Z%) ✅".
+/// Any engine::Error of a size (out of memory, a shape a library refuses) is printed and marks it
+/// failed, as the official `except Exception`. The model is left as it was after any engine::Error
+/// of a size: BatchNorm statistics restored, parameter gradients cleared. Errors: ConfigError when
+/// opt.runs < 1 (before anything changes) or the first size fails (naming its error: "not even
+/// batch 1 fits" for an out-of-memory error, "the profile of batch 1 failed" otherwise).
+/// Determinism: the samples are the same bytes on every call once the cuDNN workspace has reached
+/// its size (a first call may grow it from size to size; allocation sizes and order are otherwise
+/// the host's program order); the choice also depends on the memory held before the call
+/// (official free = total - (reserved + allocated)).
 AutoBatchResult autobatch(graph::Model& model, engine::Device device, int64_t imgsz,
                           const AutoBatchOptions& opt = {});
 

@@ -64,9 +64,9 @@ inline engine::KernelKey<BatchNormBackwardFn> kBatchNormBackward{"batch_norm_bac
 
 /// y = silu(z), z = BatchNorm2d(x) as kBatchNormForward computes it (same statistics, running-stat
 /// update and z), without storing z: the training form of a Conv block's BN + SiLU (official
-/// models/common.py Conv.forward: act(bn(conv(x)))). CPU and CUDA (F32/F64) round z and y exactly
-/// as their two entries batch_norm_forward and unary SiLU do. No `sync`: synchronised BatchNorm
-/// uses the two.
+/// models/common.py Conv.forward: act(bn(conv(x)))). CPU and CUDA (F32/F64; CUDA also F16/BF16 x
+/// with f32_params, not F16/BF16 parameters) round z and y exactly as their two entries
+/// batch_norm_forward and unary SiLU do. No `sync`: synchronised BatchNorm uses the two.
 using BatchNormSiluForwardFn = void (*)(engine::DeviceContext& ctx, engine::DType dtype, const BatchNormShape& s,
                                         const void* x, const void* weight, const void* bias, void* running_mean,
                                         void* running_var, bool training, double momentum, double eps, void* y,

@@ -197,16 +197,18 @@ __global__ void bn_backward_partial_kernel(const T* __restrict__ x, const T* __r
   span_of(n * hw, spans, s, &lo, &hi);
   A s0 = A(0), s1 = A(0);
   const int64_t j0 = lo + threadIdx.x;
-  ChanWalk w(j0 < hi ? j0 : lo, blockDim.x, c, hw, ch);
-  for (int64_t j = j0; j < hi; j += blockDim.x, w.next()) {
-    const int64_t k = w.idx;
-    A d;
-    if constexpr (Silu)
-      d = A(S::load(silu_dz(x, dy, k, scale, shift)));
-    else
-      d = A(S::load(dy[k]));
-    s0 += d;
-    s1 += d * ((A(S::load(x[k])) - mu) * is);
+  if (j0 < hi) {  // (hw may be 0: an empty map has no element and no walk)
+    ChanWalk w(j0, blockDim.x, c, hw, ch);
+    for (int64_t j = j0; j < hi; j += blockDim.x, w.next()) {
+      const int64_t k = w.idx;
+      A d;
+      if constexpr (Silu)
+        d = A(S::load(silu_dz(x, dy, k, scale, shift)));
+      else
+        d = A(S::load(dy[k]));
+      s0 += d;
+      s1 += d * ((A(S::load(x[k])) - mu) * is);
+    }
   }
   s0 = block_sum(s0, sh);
   s1 = block_sum(s1, sh);
@@ -240,8 +242,8 @@ __global__ void bn_mean_kernel(const double* sums, int64_t c, A* __restrict__ mu
 }
 
 /// One thread per channel, after pass 2 (training): sums[ch] = sum of squared deviations, sums[c]
-/// = the element count (global with sync). Writes mean and invstd (T), the running stats (when
-/// non-null) and scale/shift (Acc) for the normalisation.
+/// = the element count (global with sync). Writes mean and invstd (T: the parameters' type), the
+/// running stats (when non-null) and scale/shift (Acc) for the normalisation.
 template <typename T, typename A>
 __global__ void bn_train_finalize_kernel(const double* sums, const A* __restrict__ mu, int64_t c,
                                          const T* __restrict__ weight, const T* __restrict__ bias, T* running_mean,

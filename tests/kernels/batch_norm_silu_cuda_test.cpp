@@ -95,8 +95,9 @@ std::vector<Tensor> run_mixed(DType xdt, const Shape& shape, bool training, int 
 
 TEST(BatchNormSiluCuda, MixedPrecisionKernelsMatchTheFp32Computation) {
   Y9_SKIP_WITHOUT_GPU();
+  // {80, 2, 8, 8}: 5120 elements per channel, two reduction spans; {3, 2, 1, 1}: 1x1 maps.
   for (DType xdt : {DType::F16, DType::BF16})
-    for (const Shape& s : {Shape{3, 4, 20, 21}, Shape{2, 3, 8, 8}})
+    for (const Shape& s : {Shape{3, 4, 20, 21}, Shape{2, 3, 8, 8}, Shape{80, 2, 8, 8}, Shape{3, 2, 1, 1}})
       for (bool training : {true, false}) {
         SCOPED_TRACE(std::string(engine::dtype_name(xdt)) + (training ? " training " : " eval ") +
                      std::to_string(s[2]) + "x" + std::to_string(s[3]));

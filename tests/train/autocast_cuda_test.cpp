@@ -192,6 +192,9 @@ void check_against_fp32(DType amp, bool train, double loss_rtol, double norm_rto
               dn.c_str(), got.grad_norm, ref.grad_norm, std::fabs(got.grad_norm - ref.grad_norm) / ref.grad_norm, worst,
               worst_name.c_str(), cos_min);
   EXPECT_NEAR(got.grad_norm, ref.grad_norm, norm_rtol * ref.grad_norm) << dn;
+  // And from below alike (within a factor 1 + norm_rtol; EXPECT_NEAR alone passes a zero norm
+  // when norm_rtol >= 1).
+  EXPECT_GE(got.grad_norm * (1.0 + norm_rtol), ref.grad_norm) << dn;
 }
 
 }  // namespace
