@@ -98,6 +98,19 @@ if [ -d "$COCO/images/train2017" ]; then
 else
   echo "kit.sh: WARNING: no coco128 at $COCO: device_e2e_cuda_test's coco128 case will skip (a failure on the device)"
 fi
+# The official step beside ours (docs/gpu_kit.md): when YOLOV9_OFFICIAL names an export of the
+# official repository, its models/, utils/ and data/hyps/ (about 1 MB, a build artefact like the
+# rest: never committed) and bench/official/train_step_cuda.py go into the data tarball; run.sh
+# times the official AMP step on the device's PyTorch next to `yolov9 train --benchmark`.
+if [ -n "${YOLOV9_OFFICIAL:-}" ] && [ -d "$YOLOV9_OFFICIAL/models" ] && [ -d "$YOLOV9_OFFICIAL/utils" ]; then
+  mkdir -p "$DATA/official/data"
+  cp -r "$YOLOV9_OFFICIAL/models" "$YOLOV9_OFFICIAL/utils" "$DATA/official/"
+  cp -r "$YOLOV9_OFFICIAL/data/hyps" "$DATA/official/data/"
+  find "$DATA/official" -name __pycache__ -prune -exec rm -rf {} +
+  cp "$ROOT/bench/official/train_step_cuda.py" "$DATA/official/"
+else
+  echo "kit.sh: note: YOLOV9_OFFICIAL unset (or not an export of the official repository): no official step in the kit"
+fi
 
 cp -r "$ROOT/configs" "$STAGE/configs"
 install -m 755 "$ROOT/tests/gpu/kit_run.sh" "$STAGE/run.sh"

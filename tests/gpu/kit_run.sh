@@ -5,7 +5,8 @@
 #                          compute-sanitizer memcheck/racecheck/synccheck over them (when found), the
 #                          CUDA benchmarks briefly, `yolov9 info --backends`, synth -> train -> val ->
 #                          detect on cuda:0, `yolov9 train --benchmark` (yolov9-s 640 b64 AMP, synthetic
-#                          and real data), and a SUMMARY. About 5 minutes.
+#                          and real data), the official train_dual.py step beside it (when the kit has
+#                          it: kit.sh with YOLOV9_OFFICIAL set), and a SUMMARY. About 5 minutes.
 #   ./run.sh --self-check  the CPU-side check (any machine): every binary starts, `ldd` finds every
 #                          library but the CUDA ones, each gpu test runs with its GPU cases skipped,
 #                          `yolov9 info --backends` prints the kernel table, synth -> train -> val ->
@@ -17,6 +18,7 @@
 # matches go under the sanitizer, in the budget), SANITIZE_TOOLS (default "memcheck racecheck
 # synccheck"), BENCH=0 skips the CUDA benchmarks, BENCH_MIN_TIME (seconds per case, default 0.05),
 # TRAIN_BENCH=0 skips the train benchmark, BENCH_BATCH (64), BENCH_STEPS (20), BENCH_WORKERS (12),
+# PROFILE=1 reruns the synthetic benchmark under the CUPTI profiler (the per-kernel table in KIT_LOGS),
 # STEP_TIMEOUT (seconds one test, workflow step or benchmark may run, default 300: a hang on the device
 # costs its whole lease), KIT_LOGS (a folder: every test's, workflow step's and benchmark's full output
 # is kept there as NAME.log; the SUMMARY shows only the failing lines).
@@ -238,6 +240,37 @@ if [ "$MODE" = device ] && [ "${TRAIN_BENCH:-1}" != 0 ]; then
         note "train --benchmark $data: $(grep "^benchmark:" "$WORK/bench_$data.log" | sed 's/.*: //'); $(grep "peak memory" "$WORK/bench_$data.log" | sed 's/^ *//')"
       fi
     done
+    # The official train_dual.py step on the same device (kit.sh packs it when YOLOV9_OFFICIAL is
+    # set): the device's PyTorch, the labels of the same synthetic set, random pixels.
+    PY=""
+    for p in /opt/torch/.venv/bin/python3 python3; do
+      command -v "$p" > /dev/null && "$p" -c "import torch" 2> /dev/null && { PY=$(command -v "$p"); break; }
+    done
+    if [ -f "$KIT/official/train_step_cuda.py" ] && [ -n "$PY" ]; then
+      # Not a kit failure when it fails (it is the official code on whatever PyTorch is there).
+      (cd "$WORK" && YOLOV9_OFFICIAL="$KIT/official" timeout "$STEP_TIMEOUT" "$PY" "$KIT/official/train_step_cuda.py" \
+         --labels synth640/labels/train --batch "${BENCH_BATCH:-64}" --img 640 --steps "${BENCH_STEPS:-20}" \
+         --mode fast --stub-missing) > "$WORK/official_step.log" 2>&1
+      rc=$?
+      [ -n "$KIT_LOGS" ] && cp "$WORK/official_step.log" "$KIT_LOGS/official_step.log"
+      if [ $rc -eq 0 ]; then note "official train_dual step (PyTorch, AMP FP16, synthetic): $(tail -1 "$WORK/official_step.log")"
+      else tail -5 "$WORK/official_step.log"; note "official step: failed (rc $rc; not counted as a kit failure)"; fi
+    else
+      note "official step: not run ($([ -f "$KIT/official/train_step_cuda.py" ] && echo "no Python with torch here" || echo "not in the kit: build it with YOLOV9_OFFICIAL set"))"
+    fi
+    # Where the GPU time goes (PROFILE=1): the synthetic benchmark again under the CUPTI profiler
+    # (lib/libyolov9_cupti_profile.so; its libcupti from the toolkit), the table kept in KIT_LOGS.
+    if [ "${PROFILE:-0}" = 1 ] && [ -f "$KIT/lib/libyolov9_cupti_profile.so" ]; then
+      prof="${KIT_LOGS:-$WORK}/cupti_ours_fp16.txt"
+      if wf bench_cupti env CUDA_INJECTION64_PATH="$KIT/lib/libyolov9_cupti_profile.so" Y9_CUPTI_OUT="$prof" \
+           Y9_CUPTI_LAST_MS=2000 Y9_CUPTI_TOP=60 \
+           LD_LIBRARY_PATH="$LD_LIBRARY_PATH:/usr/local/cuda/lib64:/usr/local/cuda/extras/CUPTI/lib64" \
+           "$Y9" train --cfg yolov9-s --data synth640/data.yaml --img 640 --batch "${BENCH_BATCH:-64}" --epochs 100 \
+           --workers "${BENCH_WORKERS:-12}" --device 0 --benchmark "${BENCH_STEPS:-20}" --benchmark-data synthetic \
+           --project runs --name bench_cupti; then
+        note "CUPTI profile of the synthetic step: $(head -1 "$prof" 2>/dev/null || echo "no output (libcupti not found?)")"
+      fi
+    fi
   fi
 fi
 
