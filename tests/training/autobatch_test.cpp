@@ -30,6 +30,7 @@ AutoBatchSample failed(int64_t b) {
   AutoBatchSample s;
   s.batch = b;
   s.error = "cuda:0 out of memory";
+  s.out_of_memory = true;
   return s;
 }
 
@@ -112,6 +113,18 @@ TEST(AutoBatchFit, NothingRanIsAClearError) {
   const std::string m = message_of([&] { training::autobatch_fit(s, 8.0, 0.0, 0.0); });
   EXPECT_NE(m.find("not even batch 1 fits"), std::string::npos) << m;
   EXPECT_NE(m.find("lower --img"), std::string::npos) << m;
+}
+
+// A first size that failed for another reason than memory (official `except Exception`: e.g. a
+// shape cuDNN refuses) is named as a failed profile, not as "does not fit".
+TEST(AutoBatchFit, NothingRanForAnotherReasonSaysSo) {
+  AutoBatchSample first = failed(1);
+  first.out_of_memory = false;
+  first.error = "cuDNN error 3000: CUDNN_STATUS_NOT_SUPPORTED in conv2d forward";
+  const std::vector<AutoBatchSample> s = {first, failed(2)};
+  const std::string m = message_of([&] { training::autobatch_fit(s, 8.0, 0.0, 0.0); });
+  EXPECT_NE(m.find("the profile of batch 1 failed: cuDNN error 3000"), std::string::npos) << m;
+  EXPECT_EQ(m.find("fits"), std::string::npos) << m;
 }
 
 TEST(AutoBatch, CpuFallbackPrintsOfficialMessageAndKeepsModel) {
