@@ -59,7 +59,8 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias
   // differentiable casts (a blocked x stays blocked: the casts are elementwise).
   const bool f32_params = mixed_dtypes(x, p0);
   if (f32_params && !x.device().is_cuda()) {
-    Y9_CHECK_SHAPE(!silu, "batch_norm_silu: internal: no fused CPU kernel for ", x.str(), " with f32 parameters");
+    Y9_CHECK_T(engine::InternalError, !silu, "batch_norm_silu: no fused CPU kernel for ", x.str(),
+               " with f32 parameters (batch_norm_silu must not fuse it)");
     return batch_norm(x.to(DType::F32), weight, bias, running_mean, running_var, training, momentum, eps, sync)
         .to(x.dtype());
   }

@@ -310,10 +310,17 @@ void run_candidates(CudaLibraries& lib, const CudaLibraries::ConvKey& key, const
   }
 }
 
-template <typename T>
-struct Scale {
-  T one = T(1), zero = T(0);
+/// cuDNN's scaling factors alpha = 1 and beta = 0 of a call of dtype `dt`: doubles for F64, floats
+/// otherwise (cuDNN's rule for the scaling parameters).
+struct Scaling {
+  const void* one;
+  const void* zero;
 };
+Scaling scaling(engine::DType dt) {
+  static const double d1 = 1.0, d0 = 0.0;
+  static const float f1 = 1.0f, f0 = 0.0f;
+  return dt == engine::DType::F64 ? Scaling{&d1, &d0} : Scaling{&f1, &f0};
+}
 
 void conv2d_forward_impl(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dt, const void* x,
                          const void* w, const void* bias, void* y, engine::DerivedData* /*w_derived: unused*/) {
@@ -340,12 +347,10 @@ void conv2d_forward_impl(engine::DeviceContext& ctx, const Conv2dShape& s, engin
     return candidates(perf, n, "convolution forward", dt);
   });
   run_candidates(lib, key, *algos, d, dt, "forward", s, [&](const CudaLibraries::ConvAlgo& a, void* ws) {
-    const Scale<double> sd;
-    const Scale<float> sf;
-    const bool f64 = dt == engine::DType::F64;
-    return cudnnConvolutionForward(lib.cudnn(), f64 ? static_cast<const void*>(&sd.one) : &sf.one, d.x, x, d.w, w,
+    const Scaling k = scaling(dt);
+    return cudnnConvolutionForward(lib.cudnn(), k.one, d.x, x, d.w, w,
                                    d.conv, static_cast<cudnnConvolutionFwdAlgo_t>(a.algo), ws, a.workspace,
-                                   f64 ? static_cast<const void*>(&sd.zero) : &sf.zero, d.y, y);
+                                   k.zero, d.y, y);
   });
   if (bias) conv_bias_add(compute_stream(ctx), dt, y, bias, s.n, s.c_out, s.h_out * s.w_out);
 }
@@ -376,12 +381,10 @@ void conv2d_backward_data_impl(engine::DeviceContext& ctx, const Conv2dShape& s,
     return candidates(perf, n, "convolution backward-data", dt);
   });
   run_candidates(lib, key, *algos, d, dt, "backward-data", s, [&](const CudaLibraries::ConvAlgo& a, void* ws) {
-    const Scale<double> sd;
-    const Scale<float> sf;
-    const bool f64 = dt == engine::DType::F64;
-    return cudnnConvolutionBackwardData(lib.cudnn(), f64 ? static_cast<const void*>(&sd.one) : &sf.one, d.w, w, d.y,
+    const Scaling k = scaling(dt);
+    return cudnnConvolutionBackwardData(lib.cudnn(), k.one, d.w, w, d.y,
                                         dy, d.conv, static_cast<cudnnConvolutionBwdDataAlgo_t>(a.algo), ws,
-                                        a.workspace, f64 ? static_cast<const void*>(&sd.zero) : &sf.zero, d.x, dx);
+                                        a.workspace, k.zero, d.x, dx);
   });
 }
 
@@ -417,12 +420,10 @@ void conv2d_backward_weights_impl(engine::DeviceContext& ctx, const Conv2dShape&
     return candidates(perf, n, "convolution backward-filter", dt);
   });
   run_candidates(lib, key, *algos, d, dt, "backward-weights", s, [&](const CudaLibraries::ConvAlgo& a, void* ws) {
-    const Scale<double> sd;
-    const Scale<float> sf;
-    const bool f64 = dt == engine::DType::F64;
-    return cudnnConvolutionBackwardFilter(lib.cudnn(), f64 ? static_cast<const void*>(&sd.one) : &sf.one, d.x, x,
+    const Scaling k = scaling(dt);
+    return cudnnConvolutionBackwardFilter(lib.cudnn(), k.one, d.x, x,
                                           d.y, dy, d.conv, static_cast<cudnnConvolutionBwdFilterAlgo_t>(a.algo), ws,
-                                          a.workspace, f64 ? static_cast<const void*>(&sd.zero) : &sf.zero, d.w, dw);
+                                          a.workspace, k.zero, d.w, dw);
   });
   if (dbias) conv_bias_grad(compute_stream(ctx), dt, dy, dbias, s.n, s.c_out, s.h_out * s.w_out);
 }
