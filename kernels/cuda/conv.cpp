@@ -217,6 +217,31 @@ void* find_workspace(CudaLibraries& lib, size_t want, size_t& got) {
   }
 }
 
+/// Whether Y9_CUDNN_LOG is set (not "0"): each cudnnFind prints its convolution and its five fastest
+/// results (algorithm, math type, milliseconds, workspace bytes) to stderr, a diagnostic for which
+/// kernels a dtype ends up with.
+bool log_finds() {
+  static const bool v = [] {
+    const char* e = std::getenv("Y9_CUDNN_LOG");
+    return e && std::strcmp(e, "0") != 0;
+  }();
+  return v;
+}
+
+template <typename Perf>
+void log_find(const Perf* perf, int n, const char* dir, const Conv2dShape& s, engine::DType dt) {
+  if (!log_finds()) return;
+  std::string line = "cudnn find: " + describe(dir, s, dt) + ":";
+  for (int i = 0, shown = 0; i < n && shown < 5; ++i) {
+    if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+    line += engine::detail::concat(" [algo ", static_cast<int>(perf[i].algo), " math ",
+                                   static_cast<int>(perf[i].mathType), " ", perf[i].time, " ms ", perf[i].memory,
+                                   " B]");
+    ++shown;
+  }
+  std::fprintf(stderr, "%s\n", line.c_str());
+}
+
 /// The successful results of a cudnnFind*AlgorithmEx run (math_allowed), fastest first, each with
 /// its workspace and math type; throws CudnnError if none.
 template <typename Perf>
@@ -344,6 +369,7 @@ void conv2d_forward_impl(engine::DeviceContext& ctx, const Conv2dShape& s, engin
     int n = 0;
     CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(lib.cudnn(), d.x, x, d.w, w, d.conv, d.y, y,
                                                        CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf, ws, got));
+    log_find(perf, n, "forward", s, dt);
     return candidates(perf, n, "convolution forward", dt);
   });
   run_candidates(lib, key, *algos, d, dt, "forward", s, [&](const CudaLibraries::ConvAlgo& a, void* ws) {
@@ -378,6 +404,7 @@ void conv2d_backward_data_impl(engine::DeviceContext& ctx, const Conv2dShape& s,
     int n = 0;
     CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(lib.cudnn(), d.w, w, d.y, dy, d.conv, d.x, dx,
                                                             CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf, ws, got));
+    log_find(perf, n, "backward-data", s, dt);
     return candidates(perf, n, "convolution backward-data", dt);
   });
   run_candidates(lib, key, *algos, d, dt, "backward-data", s, [&](const CudaLibraries::ConvAlgo& a, void* ws) {
@@ -417,6 +444,7 @@ void conv2d_backward_weights_impl(engine::DeviceContext& ctx, const Conv2dShape&
     CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(lib.cudnn(), d.x, x, d.y, dy, d.conv, d.w, dw,
                                                               CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf, ws,
                                                               got));
+    log_find(perf, n, "backward-weights", s, dt);
     return candidates(perf, n, "convolution backward-filter", dt);
   });
   run_candidates(lib, key, *algos, d, dt, "backward-weights", s, [&](const CudaLibraries::ConvAlgo& a, void* ws) {

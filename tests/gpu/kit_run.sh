@@ -18,7 +18,9 @@
 # matches go under the sanitizer, in the budget), SANITIZE_TOOLS (default "memcheck racecheck
 # synccheck"), BENCH=0 skips the CUDA benchmarks, BENCH_MIN_TIME (seconds per case, default 0.05),
 # TRAIN_BENCH=0 skips the train benchmark, BENCH_BATCH (64), BENCH_STEPS (20), BENCH_WORKERS (12),
-# PROFILE=1 reruns the synthetic benchmark under the CUPTI profiler (the per-kernel table in KIT_LOGS),
+# BENCH_AMP (more precisions of the synthetic step: "bf16 fp32"), CUDNN_LOG=1 (those and FP16 again
+# with Y9_CUDNN_LOG: every cudnnFind's fastest algorithms in their logs), PROFILE=1 reruns the
+# synthetic benchmark under the CUPTI profiler (the per-kernel table in KIT_LOGS),
 # STEP_TIMEOUT (seconds one test, workflow step or benchmark may run, default 300: a hang on the device
 # costs its whole lease), KIT_LOGS (a folder: every test's, workflow step's and benchmark's full output
 # is kept there as NAME.log; the SUMMARY shows only the failing lines).
@@ -238,6 +240,20 @@ if [ "$MODE" = device ] && [ "${TRAIN_BENCH:-1}" != 0 ]; then
            --benchmark-data "$data" --project runs --name "bench_$data"; then
         grep -A2 "^benchmark:" "$WORK/bench_$data.log"
         note "train --benchmark $data: $(grep "^benchmark:" "$WORK/bench_$data.log" | sed 's/.*: //'); $(grep "peak memory" "$WORK/bench_$data.log" | sed 's/^ *//')"
+      fi
+    done
+    # More precisions of the synthetic step (BENCH_AMP, e.g. "bf16 fp32"); CUDNN_LOG=1 runs them and
+    # the FP16 one with Y9_CUDNN_LOG set (each cudnnFind's five fastest results, in KIT_LOGS).
+    for amp in ${BENCH_AMP:-} ${CUDNN_LOG:+fp16}; do
+      case "$amp" in
+        fp16) flag="--amp" ;; bf16) flag="--amp bf16" ;; fp32) flag="--no-amp" ;;
+        *) note "BENCH_AMP: unknown precision '$amp' (fp16, bf16, fp32)"; continue ;;
+      esac
+      # shellcheck disable=SC2086
+      if wf "bench_synthetic_$amp" env ${CUDNN_LOG:+Y9_CUDNN_LOG=1} "$Y9" train --cfg yolov9-s --data synth640/data.yaml \
+           --img 640 --batch "${BENCH_BATCH:-64}" --epochs 100 --workers "${BENCH_WORKERS:-12}" --device 0 \
+           --benchmark "${BENCH_STEPS:-20}" --benchmark-data synthetic $flag --project runs --name "bench_$amp"; then
+        note "train --benchmark synthetic $amp: $(grep "^benchmark:" "$WORK/bench_synthetic_$amp.log" | sed 's/.*: //'); $(grep "peak memory" "$WORK/bench_synthetic_$amp.log" | sed 's/^ *//')"
       fi
     done
     # The official train_dual.py step on the same device (kit.sh packs it when YOLOV9_OFFICIAL is
