@@ -143,7 +143,8 @@ void register_train(CLI::App& app) {
             ->capture_default_str();
         sub.add_option("--amp", amp_s,
                        "mixed precision: --amp (FP16 with dynamic loss scaling, the official default on CUDA) or "
-                       "--amp bf16; CUDA only (ignored with a notice on the CPU)")
+                       "--amp bf16; CUDA, and --amp bf16 on a CPU with native BF16 (AVX512_BF16/AMX: BF16 "
+                       "convolutions, an extension; otherwise ignored with a notice on the CPU)")
             ->expected(0, 1);
         sub.add_flag("--no-amp", no_amp, "train in FP32 even on CUDA");
         sub.add_option("--benchmark", o.benchmark,

@@ -10,6 +10,8 @@
 // bench/official/train_step.py (train_dual.py's step on one batch of the official loader, the same
 // step counts) in the same run. Counters ours_ms_per_image, official_ms_per_image, speedup, and the
 // peak resident memory of each process (ours_peak_rss_gb: VmHWM; official_peak_rss_gb: ru_maxrss).
+// On a CPU with native BF16 ours also runs with --amp bf16 (BF16 convolutions, an extension: the
+// official CPU step is FP32): ours_bf16_ms_per_image, ours_bf16_peak_rss_gb, speedup_bf16.
 // BM_SmallModel3Epochs (issue 15, measurement (e)): 3 epochs of gelan-t at 128 px, batch 16, on a
 // 256-image `yolov9 synth` set (64 val images), ours (`yolov9 train`) against the official train.py
 // in the same run; shared:0 on the machine as it is, shared:1 beside one competing CPU-bound
@@ -101,34 +103,44 @@ void BM_TrainStep(benchmark::State& state) {
   }
   constexpr int kBatch = 8, kImg = 640, kSteps = 5;
   const std::string data = staged_dataset();
-  const std::string log = data + "/step.log";
-  const std::string cmd = std::string(Y9_BENCH_BINARY_DIR) + "/yolov9 train --cfg yolov9-s.yaml --data " + data +
-                          "/coco128.yaml --img " + std::to_string(kImg) + " --batch " + std::to_string(kBatch) +
-                          " --epochs 1 --weights '' --workers 2 --benchmark " + std::to_string(kSteps) +
-                          " --benchmark-data synthetic --project " + data + "/runs --name exp --exist-ok > " + log +
-                          " 2>&1";
-  for (auto _ : state) {
-    if (std::system(cmd.c_str()) != 0) {
-      state.SkipWithError(("yolov9 train --benchmark failed; see " + log).c_str());
-      return;
-    }
-  }
-  std::string text;
-  {
+  // One `yolov9 train --benchmark` run with `extra` flags: its log's text (empty when it failed).
+  auto run_ours = [&](const std::string& extra, const std::string& name) {
+    const std::string log = data + "/" + name + ".log";
+    const std::string cmd = std::string(Y9_BENCH_BINARY_DIR) + "/yolov9 train --cfg yolov9-s.yaml --data " + data +
+                            "/coco128.yaml --img " + std::to_string(kImg) + " --batch " + std::to_string(kBatch) +
+                            " --epochs 1 --weights '' --workers 2 --benchmark " + std::to_string(kSteps) +
+                            " --benchmark-data synthetic --project " + data + "/runs --name " + name +
+                            " --exist-ok" + extra + " > " + log + " 2>&1";
+    std::string text;
+    if (std::system(cmd.c_str()) != 0) return text;
     std::FILE* f = std::fopen(log.c_str(), "r");
     char buf[4096];
     size_t n = 0;
     while (f && (n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
     if (f) std::fclose(f);
+    return text;
+  };
+  std::string text, bf16;
+  for (auto _ : state) {
+    text = run_ours("", "exp");
+    // --amp bf16: the convolutions in BF16 where the CPU has native BF16 (ops/autocast.h); its
+    // report then says "(BF16 convolutions)", else the run was FP32 and is not reported.
+    bf16 = run_ours(" --amp bf16", "exp_bf16");
   }
   const double ms_step = number_after(text, "img/s, ");
   if (ms_step <= 0) {
-    state.SkipWithError(("no benchmark report in " + log).c_str());
+    state.SkipWithError(("yolov9 train --benchmark failed or did not report; see " + data + "/exp.log").c_str());
     return;
   }
   const double ours = ms_step / kBatch;
   state.counters["ours_ms_per_image"] = ours;
   state.counters["ours_peak_rss_gb"] = number_after(text, "), process ");
+  double ours_bf16 = 0;
+  if (bf16.find("(BF16 convolutions)") != std::string::npos && number_after(bf16, "img/s, ") > 0) {
+    ours_bf16 = number_after(bf16, "img/s, ") / kBatch;
+    state.counters["ours_bf16_ms_per_image"] = ours_bf16;
+    state.counters["ours_bf16_peak_rss_gb"] = number_after(bf16, "), process ");
+  }
   auto off = bench::run_official("train_step.py", coco128_dir() + " --cfg yolov9-s.yaml --img " +
                                                       std::to_string(kImg) + " --batch " + std::to_string(kBatch) +
                                                       " --steps " + std::to_string(kSteps) + " --warmup 3");
@@ -136,6 +148,7 @@ void BM_TrainStep(benchmark::State& state) {
     state.counters["official_ms_per_image"] = (*off)["ms_per_image"].get<double>();
     state.counters["official_peak_rss_gb"] = off->value("peak_rss_gb", 0.0);
     state.counters["speedup"] = (*off)["ms_per_image"].get<double>() / ours;
+    if (ours_bf16 > 0) state.counters["speedup_bf16"] = (*off)["ms_per_image"].get<double>() / ours_bf16;
   }
   state.SetLabel("yolov9-s 640 batch 8");
   fs::remove_all(data);

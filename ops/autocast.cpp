@@ -2,7 +2,9 @@
 // used by conv2d and matmul.
 #include "ops/autocast.h"
 
+#include "engine/backend.h"
 #include "engine/error.h"
+#include "kernels/common/conv.h"
 
 namespace ops {
 
@@ -33,6 +35,19 @@ AutocastGuard::~AutocastGuard() {
 bool autocast_enabled() { return t_autocast.enabled; }
 
 engine::DType autocast_dtype() { return t_autocast.enabled ? t_autocast.dtype : engine::DType::F32; }
+
+bool cpu_bf16_convolutions(engine::Device device) {
+  if (!device.is_cpu()) return false;
+  const engine::Backend& b = engine::backend(device.type);
+  if (!b.supports(kernels::kConv2dBf16Math, engine::DType::F32)) return false;
+  auto k = engine::kernel(kernels::kConv2dBf16Math, engine::DType::F32, device);
+  return k.fn(k.ctx);
+}
+
+bool cpu_bf16_conv(const engine::Tensor& x) {
+  return t_autocast.enabled && t_autocast.dtype == engine::DType::BF16 && x.defined() && x.device().is_cpu() &&
+         x.dtype() == engine::DType::F32 && cpu_bf16_convolutions(x.device());
+}
 
 engine::Tensor autocast_operand(const engine::Tensor& t) {
   if (!t_autocast.enabled || !t.defined() || !t.device().is_cuda()) return t;

@@ -50,6 +50,7 @@ kernels::Conv2dShape conv_shape(const Tensor& x, const Tensor& w, const Tensor& 
   s.src_block = is_blocked(x) ? x.size(4) : 0;
   s.c_out = w.size(0), s.kh = w.size(2), s.kw = w.size(3);
   s.stride_h = sh, s.stride_w = sw, s.pad_h = ph, s.pad_w = pw, s.dil_h = dh, s.dil_w = dw, s.groups = groups;
+  s.bf16 = cpu_bf16_conv(x) ? 1 : 0;  // CPU autocast to BF16 (ops/autocast.h)
   s.h_out = (s.h + 2 * ph - dh * (s.kh - 1) - 1) / sh + 1;
   s.w_out = (s.w + 2 * pw - dw * (s.kw - 1) - 1) / sw + 1;
   Y9_CHECK_SHAPE(s.h + 2 * ph - dh * (s.kh - 1) - 1 >= 0 && s.w + 2 * pw - dw * (s.kw - 1) - 1 >= 0,
@@ -58,8 +59,10 @@ kernels::Conv2dShape conv_shape(const Tensor& x, const Tensor& w, const Tensor& 
 }
 
 /// The output of a forward entry and the contiguous operands it read (kept by conv2d's backward).
+/// xk: x's BF16 copy, when the forward kept it for the backward weights (kConv2dForwardKeepInput;
+/// then the backward holds it instead of xc).
 struct ForwardRun {
-  Tensor y, xc, wc;
+  Tensor y, xc, wc, xk;
 };
 
 /// Runs the forward entry `key` (kernels/common/conv.h) of x's device on geometry `s`:
@@ -72,7 +75,7 @@ ForwardRun run_forward(const engine::KernelKey<Fn>& key, const kernels::Conv2dSh
                        const Tensor& w, const Tensor& bias, const Tensor& y_out) {
   auto k = engine::kernel(key, x.dtype(), x.device());
   ForwardRun r{y_out.defined() ? y_out : Tensor::empty({s.n, s.c_out, s.h_out, s.w_out}, x.dtype(), x.device()),
-               engine::contiguous_nograd(x), engine::contiguous_nograd(w)};
+               engine::contiguous_nograd(x), engine::contiguous_nograd(w), Tensor()};
   Tensor bc = bias.defined() ? engine::contiguous_nograd(bias) : Tensor();
   if (r.y.numel() > 0)
     k.fn(k.ctx, s, x.dtype(), r.xc.data_ptr(), r.wc.data_ptr(), bc.defined() ? bc.data_ptr() : nullptr,
@@ -86,17 +89,35 @@ ForwardRun run_forward(const engine::KernelKey<Fn>& key, const kernels::Conv2dSh
 void record_conv_backward(const kernels::Conv2dShape& s, const Tensor& x, const Tensor& w, const Tensor& bias,
                           const ForwardRun& run) {
   if (!engine::autograd::needs_grad({x, w, bias})) return;
-  const Tensor &y = run.y, &xc = run.xc, &wc = run.wc;
+  const Tensor &y = run.y, &wc = run.wc;
   const bool need_x = x.requires_grad(), need_w = w.requires_grad(), need_b = bias.defined() && bias.requires_grad();
+  // The backward weights reads x: the forward's BF16 copy when it kept one (x_bf16), else xc.
+  const Tensor xc = run.xk.defined() ? run.xk : run.xc;
+  kernels::Conv2dShape sb = s;
+  sb.x_bf16 = run.xk.defined() ? 1 : 0;
+  const engine::DType dt = run.xc.dtype();
+  const engine::Shape x_shape = run.xc.shape();
   engine::autograd::record_fn(
-      "Conv2dBackward", {x, w, bias}, {y}, [s, xc, wc, need_x, need_w, need_b](const std::vector<Tensor>& g) {
+      "Conv2dBackward", {x, w, bias}, {y},
+      [s = sb, xc, wc, dt, x_shape, need_x, need_w, need_b](const std::vector<Tensor>& g) {
         if (!g[0].defined()) return std::vector<Tensor>{Tensor(), Tensor(), Tensor()};
-        Tensor dy = engine::contiguous_nograd(g[0].to(xc.dtype()));
+        Tensor dy = engine::contiguous_nograd(g[0].to(dt));
         Tensor dx, dw, db;
-        const engine::DType dt = xc.dtype();
+        const engine::Backend& be = engine::backend(xc.device().type);
+        if (be.supports(kernels::kConv2dBackward, dt)) {  // both directions in one call
+          auto k = engine::kernel(kernels::kConv2dBackward, dt, xc.device());
+          if (need_x) dx = Tensor::empty(x_shape, dt, xc.device());
+          if (need_w || need_b) dw = Tensor::empty(wc.shape(), dt, wc.device());
+          if (need_b) db = Tensor::empty({s.c_out}, dt, wc.device());
+          k.fn(k.ctx, s, dt, xc.data_ptr(), dy.data_ptr(), wc.data_ptr(), need_x ? dx.data_ptr() : nullptr,
+               dw.defined() ? dw.data_ptr() : nullptr, need_b ? db.data_ptr() : nullptr, wc.storage()->derived());
+          if (!need_w) dw = Tensor();
+          return std::vector<Tensor>{dx, dw, db};
+        }
+        Y9_CHECK(!s.x_bf16, "conv2d backward: a kept BF16 x needs the backend's kConv2dBackward");
         if (need_x) {
           auto kd = engine::kernel(kernels::kConv2dBackwardData, dt, xc.device());
-          dx = Tensor::empty(xc.shape(), dt, xc.device());
+          dx = Tensor::empty(x_shape, dt, xc.device());
           // The weight's storage is still frozen when it was at the forward (Optimizer::step thaws
           // it, after the backward): its kept layouts serve here too.
           kd.fn(kd.ctx, s, dt, dy.data_ptr(), wc.data_ptr(), dx.data_ptr(), wc.storage()->derived());
@@ -256,8 +277,21 @@ Tensor conv2d_blocked(const Tensor& x, const Tensor& w, const Tensor& bias, cons
     // entries are direct), its autograd node, then SiLU as its own differentiable op.
     a.s.winograd = 0;
     ForwardRun run{Tensor::empty(out_shape(a.s), x.dtype(), x.device()), engine::contiguous_nograd(x),
-                   engine::contiguous_nograd(w)};
-    run_blocked(IntoArgs{run.xc, run.wc, a.bias, a.s}, false, run.y);  // the copies made once
+                   engine::contiguous_nograd(w), Tensor()};
+    const engine::Backend& be = engine::backend(x.device().type);
+    if (a.s.bf16 && a.s.src_block && w.requires_grad() && run.y.numel() > 0 &&
+        be.supports(kernels::kConv2dBackward, x.dtype()) && be.supports(kernels::kConv2dForwardKeepInput, x.dtype())) {
+      // BF16 math: the forward's BF16 conversion of x is kept for the backward weights (one
+      // conversion, not two; half the bytes of x held until the backward).
+      Tensor xk = Tensor::empty(run.xc.shape(), DType::BF16, x.device());
+      const Tensor bc = a.bias.defined() ? engine::contiguous_nograd(a.bias) : Tensor();
+      auto k = engine::kernel(kernels::kConv2dForwardKeepInput, x.dtype(), x.device());
+      if (k.fn(k.ctx, a.s, x.dtype(), run.xc.data_ptr(), run.wc.data_ptr(), bc.defined() ? bc.data_ptr() : nullptr,
+               run.y.data_ptr(), run.wc.storage()->derived(), xk.data_ptr()))
+        run.xk = xk;
+    } else {
+      run_blocked(IntoArgs{run.xc, run.wc, a.bias, a.s}, false, run.y);  // the copies made once
+    }
     record_conv_backward(a.s, x, w, bias, run);
     return silu ? ops::silu(run.y) : run.y;
   }

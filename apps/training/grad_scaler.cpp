@@ -20,12 +20,23 @@ const char* amp_mode_name(AmpMode m) {
   }
 }
 
-AmpMode resolve_amp_mode(const std::string& flag, bool cuda_training, std::string* notice) {
+AmpMode resolve_amp_mode(const std::string& flag, bool cuda_training, std::string* notice, bool cpu_bf16) {
   Y9_CHECK_T(engine::ConfigError, flag == "auto" || flag == "fp16" || flag == "bf16" || flag == "off", "--amp ", flag,
              ": expected fp16 or bf16 (or --no-amp)");
   if (notice) notice->clear();
   if (flag == "off") return AmpMode::Off;
   if (!cuda_training) {
+    if (flag == "bf16" && cpu_bf16) {
+      if (notice)
+        *notice = "CPU: convolutions in BF16 (oneDNN's native BF16 kernels, F32 accumulation), everything else "
+                  "in F32; validation in F32. Not the official code's CPU training, which is FP32 throughout";
+      return AmpMode::BF16;
+    }
+    if (notice && flag == "bf16") {
+      *notice = "ignored: this CPU has no native BF16 (AVX512_BF16 or AMX) for BF16 convolutions; training on the "
+                "CPU in FP32";
+      return AmpMode::Off;
+    }
     if (notice && flag != "auto")
       *notice = "ignored: AMP is CUDA-only (official train_dual.py: amp = check_amp(model) on CUDA devices); "
                 "training on the CPU in FP32";

@@ -45,11 +45,15 @@ const char* amp_mode_name(AmpMode m);  ///< "off", "fp16", "bf16"
 
 /// The run's AMP mode from the --amp option value ("auto": the official `amp = check_amp(model)`,
 /// on iff training on CUDA, FP16; "fp16" / "bf16": forced; "off": --no-amp) and whether training
-/// runs on CUDA. AMP is CUDA-only (official): on the CPU the result is Off, and *notice (when not
-/// null) explains why a forced mode was dropped. Only FP16 uses loss scaling (the GradScaler):
-/// BF16 has FP32's exponent range, so it runs with a disabled scaler, as PyTorch's bf16 autocast.
-/// Throws engine::ConfigError on another value.
-AmpMode resolve_amp_mode(const std::string& flag, bool cuda_training, std::string* notice = nullptr);
+/// runs on CUDA. AMP is CUDA-only in the official code: on the CPU the result is Off, and *notice
+/// (when not null) explains why a forced mode was dropped, except "bf16" on a CPU with native BF16
+/// (`cpu_bf16`: ops::cpu_bf16_convolutions), an extension: BF16, the convolutions computing in BF16
+/// with F32 accumulation and everything else in F32 (ops/autocast.h cpu_bf16_conv), *notice
+/// saying so. Only FP16 uses loss scaling (the GradScaler): BF16 has FP32's exponent range, so it
+/// runs with a disabled scaler, as PyTorch's bf16 autocast. Throws engine::ConfigError on another
+/// value.
+AmpMode resolve_amp_mode(const std::string& flag, bool cuda_training, std::string* notice = nullptr,
+                         bool cpu_bf16 = false);
 
 /// GradScaler constructor arguments (PyTorch defaults).
 struct GradScalerOptions {

@@ -309,7 +309,11 @@ namespace {
 // The autocast dtype of the training forward: F16/BF16 with AMP on CUDA (official train_dual.py
 // `torch.cuda.amp.autocast(amp)`), none otherwise (the CPU never runs under autocast).
 std::optional<engine::DType> training_autocast(engine::Device device, AmpMode amp) {
-  if (!device.is_cuda() || amp == AmpMode::Off) return std::nullopt;
+  if (amp == AmpMode::Off) return std::nullopt;
+  if (!device.is_cuda()) {  // CPU: BF16 only (resolve_amp_mode), the convolutions in BF16 math
+    if (amp == AmpMode::BF16) return engine::DType::BF16;
+    return std::nullopt;
+  }
   return amp == AmpMode::BF16 ? engine::DType::BF16 : engine::DType::F16;
 }
 
@@ -602,7 +606,8 @@ void Trainer::setup_notices() {
   {
     // Official: amp = check_amp(model) on CUDA, off on the CPU.
     std::string why;
-    amp_mode_ = resolve_amp_mode(o.amp, /*cuda_training=*/device_.is_cuda(), &why);
+    amp_mode_ = resolve_amp_mode(o.amp, /*cuda_training=*/device_.is_cuda(), &why,
+                                 /*cpu_bf16=*/ops::cpu_bf16_convolutions(device_));
     if (!why.empty()) notice(("--amp " + o.amp).c_str(), why.c_str());
   }
   Y9_CHECK_T(engine::ConfigError, o.epochs > 0 && o.epochs <= kMaxEpochs, "--epochs must be in 1..", kMaxEpochs,
@@ -1092,7 +1097,9 @@ void Trainer::setup_last() {
   if (device_.is_cuda()) ema_model_->to(device_);
   vo_.device = device_;
   // Official val during training runs with half=amp: here the forward under the same autocast.
-  vo_.autocast = training_autocast(device_, amp_mode_).value_or(engine::DType::F32);
+  // On the CPU (--amp bf16) validation stays F32: the exact mAP, as the official CPU run's.
+  vo_.autocast = device_.is_cuda() ? training_autocast(device_, amp_mode_).value_or(engine::DType::F32)
+                                   : engine::DType::F32;
   tty_ = isatty(fileno(stdout)) != 0;
   std::printf("Image sizes %lld train, %lld val\nUsing %d dataloader workers\nLogging results to %s\n"
               "Starting training for %lld epochs... (%lld batches/epoch, warm-up %lld iterations, accumulate %lld)%s\n",
@@ -1288,7 +1295,8 @@ void Trainer::print_benchmark(double t_train, const double* times, int64_t image
   std::printf("\nbenchmark: %lld steps (after 3 warm-up steps) of batch %lld at %lld px on %s%s, %s data%s: "
               "%.1f img/s, %.1f ms per step\n",
               (long long)o_.benchmark, (long long)batch, (long long)imgsz, device_.str().c_str(),
-              device_.is_cuda() ? (amp_mode_ == AmpMode::Off ? " (FP32)" : amp_mode_ == AmpMode::BF16 ? " (AMP BF16)" : " (AMP FP16)") : "",
+              device_.is_cuda() ? (amp_mode_ == AmpMode::Off ? " (FP32)" : amp_mode_ == AmpMode::BF16 ? " (AMP BF16)" : " (AMP FP16)")
+                                : (amp_mode_ == AmpMode::BF16 ? " (BF16 convolutions)" : ""),
               o_.benchmark_data.c_str(),
               dp_ && dp_->world_size() > 1 ? fmt(", rank %d of %d", dp_->rank(), dp_->world_size()).c_str() : "",
               t_train > 0 ? static_cast<double>(images) / t_train : 0.0, ms(t_train));
@@ -1543,7 +1551,9 @@ void Trainer::step(const io::Batch& batch, int64_t epoch, int64_t i, int64_t ni,
   // outputs are cast to FP32 (differentiable) so that the loss runs in FP32 (official computes
   // the loss inside autocast from FP16 head outputs, with its softmax/BCE promoted to FP32 and the
   // DFL expectation matmul in FP16, spec loss.md section 8; all-FP32 here is the more accurate
-  // side of that). CPU: never (AMP is off there), so the CPU step is unchanged.
+  // side of that). CPU: only with --amp bf16 on a CPU with native BF16 (an extension; official
+  // CPU training is FP32): the same autocast scope makes the F32 convolutions compute in BF16
+  // (ops::cpu_bf16_conv, forward and backward), nothing is cast and the outputs stay F32.
   const std::optional<engine::DType> autocast = training_autocast(device_, amp_mode_);
   // The parameters stay constant until the next optimizer step (the accumulation window): frozen,
   // the CPU convolutions keep each weight in their primitives' layouts (forward and backward data)

@@ -26,6 +26,16 @@ struct Conv2dShape {
   /// half the time of the direct one on YOLOv9's 3x3 layers, with a larger float rounding error;
   /// graph::set_cpu_winograd), where the CPU has it; 0: direct only. CPU only, like the blocks.
   int64_t winograd = 0;
+  /// 1: BF16 convolution math on F32 operands (CPU autocast to BF16, ops/autocast.h): the CPU's F32
+  /// entries round their inputs (x and w forward; dy and w backward data; x and dy backward
+  /// weights) to BF16, round to nearest even, and multiply-accumulate in F32 (oneDNN's BF16
+  /// kernels), writing F32 outputs and gradients. About twice the F32 throughput on a CPU with
+  /// native BF16 (AVX512_BF16 or AMX, kConv2dBf16Math); where oneDNN has only its reference kernel
+  /// for a geometry in BF16 the convolution stays F32. Other backends and dtypes ignore it.
+  int64_t bf16 = 0;
+  /// 1 (CPU, with bf16 and src_block): the x given to the backward weights is the BF16 copy the
+  /// forward kept (kConv2dForwardKeepInput): [n, c_in / src_block, h, w, src_block] BF16.
+  int64_t x_bf16 = 0;
 };
 
 /// y = conv(x, w) + bias (bias may be null).
@@ -59,5 +69,31 @@ inline engine::KernelKey<Conv2dBackwardDataFn> kConv2dBackwardData{"conv2d_backw
 using Conv2dBackwardWeightsFn = void (*)(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dtype,
                                          const void* x, const void* dy, void* dw, void* dbias);
 inline engine::KernelKey<Conv2dBackwardWeightsFn> kConv2dBackwardWeights{"conv2d_backward_weights"};
+
+/// kConv2dForward that may also keep x for the backward weights: where the convolution converts a
+/// blocked x to BF16 (Conv2dShape::bf16 and src_block), the conversion is written to `x_kept`
+/// (room for numel(x) BF16 values: x's blocked layout in BF16) and true returned; the backward
+/// weights then takes it with Conv2dShape::x_bf16 = 1 instead of converting x again. Returns
+/// false, x_kept untouched, otherwise. Optional (CPU): ops::conv2d uses kConv2dForward without it.
+using Conv2dForwardKeepInputFn = bool (*)(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dtype,
+                                          const void* x, const void* w, const void* bias, void* y,
+                                          engine::DerivedData* w_derived, void* x_kept);
+inline engine::KernelKey<Conv2dForwardKeepInputFn> kConv2dForwardKeepInput{"conv2d_forward_keep_input"};
+
+/// Both backward directions of one convolution in one call: dx = conv_transpose(dy, w) when dx is
+/// not null (as kConv2dBackwardData, `w_derived` likewise), dw and dbias (may be null) as
+/// kConv2dBackwardWeights when dw is not null. The backend may prepare dy once for both (the CPU
+/// converts it to BF16 once under Conv2dShape::bf16, not once per direction). Optional: ops::conv2d
+/// falls back to the two entries where a backend lacks it.
+using Conv2dBackwardFn = void (*)(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dtype,
+                                  const void* x, const void* dy, const void* w, void* dx, void* dw, void* dbias,
+                                  engine::DerivedData* w_derived);
+inline engine::KernelKey<Conv2dBackwardFn> kConv2dBackward{"conv2d_backward"};
+
+/// Whether the backend runs Conv2dShape::bf16 convolutions at BF16 speed: CPU, oneDNN's
+/// effective ISA has native BF16 (avx512_core_bf16 or AMX; an AMD EPYC Zen 4 or a recent Xeon).
+/// Registered for F32 by the CPU backend only.
+using Conv2dBf16MathFn = bool (*)(engine::DeviceContext& ctx);
+inline engine::KernelKey<Conv2dBf16MathFn> kConv2dBf16Math{"conv2d_bf16_math"};
 
 }  // namespace kernels

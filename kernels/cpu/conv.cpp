@@ -69,12 +69,30 @@ struct Mds {
   memory::desc src, wei, bias, dst;                 // plain (user) layouts
   memory::desc src_any, wei_any, dst_any;           // layouts left to oneDNN
   memory::dims strides, dil, pad_l, pad_r;
+  bool relaxed = false;  // make_mds's arguments: the backward directions build their forward hint
+  bool bf16 = false;     // from them (bwd_hint)
 };
 
 /// The memory descriptors of geometry `s`. `relaxed`: the primitive may pick the layouts of blocked
 /// operands too (tag::any; the user's blocked buffers are then reordered), used where the fixed
 /// blocked layout would select oneDNN's reference kernel (see cached()).
-Mds make_mds(const Conv2dShape& s, bool relaxed = false) {
+/// `types`: the data types of the operands the primitive computes with (src, weights, dst; the
+/// `_any` descriptors), all F32 unless the convolution runs in BF16 (Conv2dShape::bf16,
+/// bf16_types()); the user layouts (src, wei, bias, dst) are F32 always, and a reorder converts.
+using Types = std::array<memory::data_type, 3>;
+constexpr Types kF32Types{memory::data_type::f32, memory::data_type::f32, memory::data_type::f32};
+
+// The BF16 operand types of each direction (Conv2dShape::bf16): the inputs in BF16, the output
+// (dst, diff_src, diff_weights) in F32. A backward direction's `_any` types describe its own
+// operands: backward data reads diff_dst (dst slot) and weights and writes diff_src (src slot);
+// backward weights reads src and diff_dst and writes diff_weights (weights slot).
+constexpr auto kBf16 = memory::data_type::bf16, kF32 = memory::data_type::f32;
+constexpr Types kBf16Forward{kBf16, kBf16, kF32};
+constexpr Types kBf16BackwardData{kF32, kBf16, kBf16};
+constexpr Types kBf16BackwardWeights{kBf16, kF32, kBf16};
+
+
+Mds make_mds(const Conv2dShape& s, bool relaxed = false, const Types& types = kF32Types) {
   Mds m;
   const auto f32 = memory::data_type::f32;
   memory::dims src{s.n, s.c_in, s.h, s.w}, dst{s.n, s.c_out, s.h_out, s.w_out};
@@ -91,9 +109,11 @@ Mds make_mds(const Conv2dShape& s, bool relaxed = false) {
   m.dst = memory::desc(dst, f32, layout(s.dst_block));
   m.wei = memory::desc(wei, f32, s.groups > 1 ? tag::goihw : tag::oihw);
   m.bias = memory::desc({s.c_out}, f32, tag::x);
-  m.src_any = s.src_block && !relaxed ? m.src : memory::desc(src, f32, tag::any);
-  m.dst_any = s.dst_block && !relaxed ? m.dst : memory::desc(dst, f32, tag::any);
-  m.wei_any = memory::desc(wei, f32, tag::any);
+  m.src_any = memory::desc(src, types[0], s.src_block && !relaxed ? layout(s.src_block) : tag::any);
+  m.dst_any = memory::desc(dst, types[2], s.dst_block && !relaxed ? layout(s.dst_block) : tag::any);
+  m.wei_any = memory::desc(wei, types[1], tag::any);
+  m.relaxed = relaxed;
+  m.bf16 = types != kF32Types;
   m.strides = {s.stride_h, s.stride_w};
   m.dil = {s.dil_h - 1, s.dil_w - 1};  // oneDNN counts the gaps: PyTorch dilation - 1
   m.pad_l = {s.pad_h, s.pad_w};
@@ -403,7 +423,8 @@ struct OneDnnState {
   std::mutex mu;
   // Key: direction (0 fwd, 1 bwd data, 2 bwd weights, 3 fwd + SiLU, 4 Winograd fwd + SiLU) + 8 x the
   // thread count the primitive was created for (conv_threads), bias, then the geometry and the
-  // operands' layouts (src_block + 32 x dst_block + 1024 x winograd).
+  // operands' layouts and math (src_block + 32 x dst_block + 1024 x winograd + 2048 x bf16 + 4096 x
+  // x_bf16: a BF16 x binds other memory objects than an F32 one).
   using Key = std::tuple<int, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
                          int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
   template <typename Pd>
@@ -421,7 +442,8 @@ struct OneDnnState {
 
 OneDnnState::Key key_of(int dir, int threads, bool bias, const Conv2dShape& s) {
   return {dir + 8 * threads, bias, s.n, s.c_in, s.h, s.w, s.c_out, s.kh, s.kw, s.stride_h, s.stride_w, s.pad_h,
-          s.pad_w, s.dil_h, s.dil_w, s.groups, s.src_block + 32 * s.dst_block + 1024 * s.winograd};
+          s.pad_w, s.dil_h, s.dil_w, s.groups,
+          s.src_block + 32 * s.dst_block + 1024 * s.winograd + 2048 * (s.bf16 ? 1 : 0) + 4096 * (s.x_bf16 ? 1 : 0)};
 }
 
 /// The forward descriptor; `silu` (inference only) appends oneDNN's swish (alpha 1: x*sigmoid(x))
@@ -478,8 +500,17 @@ dnnl::convolution_forward::primitive_desc wino_pd(const dnnl::engine& eng, const
 #endif
 }
 
-dnnl::convolution_backward_data::primitive_desc bwd_data_pd(const dnnl::engine& eng, const Mds& m) {
-  auto fpd = fwd_pd(eng, m, false);
+/// The forward descriptor a backward direction of `m` (geometry `s`) is created with (oneDNN's
+/// hint): the forward of the same geometry and layouts, in BF16 when m is (oneDNN has no forward
+/// with a backward direction's mix of types).
+dnnl::convolution_forward::primitive_desc bwd_hint(const dnnl::engine& eng, const Mds& m, const Conv2dShape& s,
+                                                   bool with_bias) {
+  return fwd_pd(eng, m.bf16 ? make_mds(s, m.relaxed, kBf16Forward) : m, with_bias);
+}
+
+dnnl::convolution_backward_data::primitive_desc bwd_data_pd(const dnnl::engine& eng, const Mds& m,
+                                                            const Conv2dShape& s) {
+  auto fpd = bwd_hint(eng, m, s, false);
 #if DNNL_VERSION_MAJOR >= 3
   return {eng, dnnl::algorithm::convolution_direct, m.src_any, m.wei_any, m.dst_any, m.strides, m.dil, m.pad_l,
           m.pad_r, fpd, user_scratchpad_attr()};
@@ -491,8 +522,8 @@ dnnl::convolution_backward_data::primitive_desc bwd_data_pd(const dnnl::engine& 
 }
 
 dnnl::convolution_backward_weights::primitive_desc bwd_weights_pd(const dnnl::engine& eng, const Mds& m,
-                                                                  bool with_bias) {
-  auto fpd = fwd_pd(eng, m, with_bias);
+                                                                  const Conv2dShape& s, bool with_bias) {
+  auto fpd = bwd_hint(eng, m, s, with_bias);
 #if DNNL_VERSION_MAJOR >= 3
   if (with_bias)
     return {eng, dnnl::algorithm::convolution_direct, m.src_any, m.wei_any, m.bias, m.dst_any, m.strides, m.dil,
@@ -523,18 +554,27 @@ bool is_reference(const Pd& pd) {
 /// `layouts(pd, mds)` returns, for the operands in0, in1, out, the user's (plain) layout and the
 /// primitive's.
 /// `finish(entry)` completes a new entry (the Winograd path's separate SiLU).
+/// `bf16`: the direction's operand types when the convolution runs in BF16 (Conv2dShape::bf16):
+/// tried first, and F32 taken instead where oneDNN has only its reference kernel in BF16.
 template <typename Pd, typename Prim, typename Make, typename Layouts, typename Finish>
 std::shared_ptr<const Cached<Pd>> cached(OneDnnState& st, OneDnnState::Cache<Pd>& cache, const OneDnnState::Key& key,
-                                         const Conv2dShape& s, Make make, Layouts layouts, Finish finish) {
+                                         const Conv2dShape& s, const Types& bf16, Make make, Layouts layouts,
+                                         Finish finish) {
   std::lock_guard<std::mutex> lock(st.mu);
   return cache.get(key, [&] {
-    Mds m = make_mds(s);
+    Types types = s.bf16 ? bf16 : kF32Types;
+    Mds m = make_mds(s, false, types);
     Pd pd = make(m);
+    if (s.bf16 && is_reference(pd)) {  // no BF16 kernel for this geometry here: F32
+      types = kF32Types;
+      m = make_mds(s, false, types);
+      pd = make(m);
+    }
     if ((s.src_block || s.dst_block) && is_reference(pd)) {
       // A fixed blocked layout can leave oneDNN only its reference kernel (measured: nChw8c
       // backward weights of a 3x3 pad-1 convolution on 2 x 2 maps, 5x slower than the plain path's
       // gemm): let the primitive pick its layouts then, and reorder the blocked buffers.
-      Mds relaxed = make_mds(s, /*relaxed=*/true);
+      Mds relaxed = make_mds(s, /*relaxed=*/true, types);
       Pd alt = make(relaxed);
       if (!is_reference(alt)) {
         m = relaxed;
@@ -552,9 +592,10 @@ std::shared_ptr<const Cached<Pd>> cached(OneDnnState& st, OneDnnState::Cache<Pd>
 }
 template <typename Pd, typename Prim, typename Make, typename Layouts>
 std::shared_ptr<const Cached<Pd>> cached(OneDnnState& st, OneDnnState::Cache<Pd>& cache, const OneDnnState::Key& key,
-                                         const Conv2dShape& s, Make make, Layouts layouts) {
-  return cached<Pd, Prim>(st, cache, key, s, make, layouts, [](Cached<Pd>&) {});
+                                         const Conv2dShape& s, const Types& bf16, Make make, Layouts layouts) {
+  return cached<Pd, Prim>(st, cache, key, s, bf16, make, layouts, [](Cached<Pd>&) {});
 }
+
 using Layouts3 = std::array<std::pair<memory::desc, memory::desc>, 3>;
 
 [[noreturn]] void rethrow(const dnnl::error& e, const char* what, const Conv2dShape& s) {
@@ -572,16 +613,26 @@ using Layouts3 = std::array<std::pair<memory::desc, memory::desc>, 3>;
 /// on 12 x 16 (1.8 M) 16.1 vs 36.1 us, 128 -> 128 on 3 x 4 (1.8 M) 66 vs 95 us.
 constexpr int64_t kWinogradMinMacs = int64_t(3) << 19;  // 1.5 Mi
 
+/// The layout of a BF16 copy of the blocked x of `s` (Conv2dShape::x_bf16): x's own blocked
+/// layout in BF16.
+memory::desc bf16_src_desc(const Conv2dShape& s) {
+  return memory::desc({s.n, s.c_in, s.h, s.w}, memory::data_type::bf16,
+                      s.src_block == 16 ? tag::nChw16c : tag::nChw8c);
+}
+
 /// y = conv(x, w) + bias, then SiLU when `silu` (inference). `w_derived` (may be null): w's
-/// storage is frozen, so its reordered form is kept there (packed_weights).
-void conv2d_forward_onednn(OneDnnState& st, const Conv2dShape& s, const float* x, const float* w, const float* bias,
-                           float* y, bool silu, engine::DerivedData* w_derived) {
+/// storage is frozen, so its reordered form is kept there (packed_weights). `x_kept` (may be
+/// null): where the BF16 math of a blocked x converts x (bf16_src_desc), for the backward weights;
+/// returns whether it was written (the primitive reads x in that layout and type).
+bool conv2d_forward_onednn(OneDnnState& st, const Conv2dShape& s, const float* x, const float* w, const float* bias,
+                           float* y, bool silu, engine::DerivedData* w_derived, void* x_kept = nullptr) {
   try {
     // Winograd (Conv2dShape::winograd): blocked 3x3 stride-1 dense convolutions with SiLU of at
     // least kWinogradMinMacs, where oneDNN has the algorithm for the geometry (else the direct one,
     // with the SiLU post-op).
     const bool try_wino = silu && s.winograd && s.src_block && s.dst_block && s.kh == 3 && s.kw == 3 &&
                           s.stride_h == 1 && s.stride_w == 1 && s.dil_h == 1 && s.dil_w == 1 && s.groups == 1 &&
+                          !s.bf16 &&
                           s.n * s.c_out * s.h_out * s.w_out * s.c_in * 9 >= kWinogradMinMacs;
     const int dir = try_wino ? 4 : silu ? 3 : 0;
     const int threads = conv_threads(dir, s);
@@ -589,7 +640,7 @@ void conv2d_forward_onednn(OneDnnState& st, const Conv2dShape& s, const float* x
     using Pd = dnnl::convolution_forward::primitive_desc;
     bool wino = false;
     const auto c = cached<Pd, dnnl::convolution_forward>(
-        st, st.fwd, key_of(dir, threads, bias != nullptr, s), s,
+        st, st.fwd, key_of(dir, threads, bias != nullptr, s), s, kBf16Forward,
         [&](const Mds& m) {
           if (try_wino) {
             try {
@@ -626,7 +677,14 @@ void conv2d_forward_onednn(OneDnnState& st, const Conv2dShape& s, const float* x
     const memory& xu = bm.at(S::kIn0, m.src, st.eng, te.stream, x);
     const memory& wu = bm.at(S::kIn1, m.wei, st.eng, te.stream, w);
     const memory& yu = bm.at(S::kOut, m.dst, st.eng, te.stream, y);
-    memory xm = as_layout(st.eng, xu, c->in0, te, b.in0, bm, S::kIn0Buf);
+    const bool keep = x_kept && s.bf16 && s.src_block && c->in0.prim && c->in0.want == bf16_src_desc(s);
+    memory xm;
+    if (keep) {  // converted into the caller's buffer, which the backward weights reads later
+      xm = bm.at(S::kIn0Buf, c->in0.want, st.eng, te.stream, x_kept);
+      run_reorder(c->in0, st.eng, te, xu, xm);
+    } else {
+      xm = as_layout(st.eng, xu, c->in0, te, b.in0, bm, S::kIn0Buf);
+    }
     memory wm = w_derived && c->in1.prim ? packed_weights(st.eng, *w_derived, wu, c->in1, te)
                                          : as_layout(st.eng, wu, c->in1, te, b.in1, bm, S::kIn1Buf);
     memory ym = out_layout(st.eng, te, yu, c->out, b.out, bm);
@@ -644,20 +702,25 @@ void conv2d_forward_onednn(OneDnnState& st, const Conv2dShape& s, const float* x
     }
     finish(ym, yu, c->out, st.eng, te);
     te.stream.wait();
+    return keep;
   } catch (const dnnl::error& e) {
     rethrow(e, silu ? "conv2d_bias_silu_forward (oneDNN)" : "conv2d_forward (oneDNN)", s);
   }
 }
 
 /// dx = conv_transpose(dy, w); `w_derived` as for conv2d_forward_onednn.
+/// `dy_conv` (may be null): receives dy as the primitive read it (converted to BF16 under
+/// Conv2dShape::bf16; the thread's reorder buffer, valid until its next backward-data call), for
+/// the backward weights of the same call (conv2d_backward).
 void conv2d_backward_data_onednn(OneDnnState& st, const Conv2dShape& s, const float* dy, const float* w, float* dx,
-                                 engine::DerivedData* w_derived) {
+                                 engine::DerivedData* w_derived, memory* dy_conv = nullptr) {
   try {
     const int threads = conv_threads(1, s);
     OmpThreadsScope ts(threads);
     using Pd = dnnl::convolution_backward_data::primitive_desc;
     const auto c = cached<Pd, dnnl::convolution_backward_data>(
-        st, st.bwd_data, key_of(1, threads, false, s), s, [&](const Mds& m) { return bwd_data_pd(st.eng, m); },
+        st, st.bwd_data, key_of(1, threads, false, s), s, kBf16BackwardData,
+        [&](const Mds& m) { return bwd_data_pd(st.eng, m, s); },
         [](const Pd& pd, const Mds& m) {
           return Layouts3{{{m.dst, pd.diff_dst_desc()}, {m.wei, pd.weights_desc()}, {m.src, pd.diff_src_desc()}}};
         });
@@ -670,6 +733,7 @@ void conv2d_backward_data_onednn(OneDnnState& st, const Conv2dShape& s, const fl
     const memory& wu = bm.at(S::kIn1, m.wei, st.eng, te.stream, w);
     const memory& dxu = bm.at(S::kOut, m.src, st.eng, te.stream, dx);
     memory dym = as_layout(st.eng, dyu, c->in0, te, b.in0, bm, S::kIn0Buf);
+    if (dy_conv) *dy_conv = dym;
     memory wm = w_derived && c->in1.prim ? packed_weights(st.eng, *w_derived, wu, c->in1, te)
                                          : as_layout(st.eng, wu, c->in1, te, b.in1, bm, S::kIn1Buf);
     memory dxm = out_layout(st.eng, te, dxu, c->out, b.out, bm);
@@ -685,16 +749,18 @@ void conv2d_backward_data_onednn(OneDnnState& st, const Conv2dShape& s, const fl
   }
 }
 
+/// `dy_conv` (may be null): dy as the backward data of the same call read it (its dy_conv), used
+/// instead of converting dy again when it is in the layout and type this primitive reads.
 void conv2d_backward_weights_onednn(OneDnnState& st, const Conv2dShape& s, const float* x, const float* dy, float* dw,
-                                    float* dbias) {
+                                    float* dbias, const memory* dy_conv = nullptr) {
   try {
     const bool with_bias = dbias != nullptr;
     const int threads = conv_threads(2, s);
     OmpThreadsScope ts(threads);
     using Pd = dnnl::convolution_backward_weights::primitive_desc;
     const auto c = cached<Pd, dnnl::convolution_backward_weights>(
-        st, st.bwd_weights, key_of(2, threads, with_bias, s), s,
-        [&](const Mds& m) { return bwd_weights_pd(st.eng, m, with_bias); },
+        st, st.bwd_weights, key_of(2, threads, with_bias, s), s, kBf16BackwardWeights,
+        [&](const Mds& m) { return bwd_weights_pd(st.eng, m, s, with_bias); },
         [](const Pd& pd, const Mds& m) {
           return Layouts3{{{m.src, pd.src_desc()}, {m.dst, pd.diff_dst_desc()}, {m.wei, pd.diff_weights_desc()}}};
         });
@@ -703,11 +769,26 @@ void conv2d_backward_weights_onednn(OneDnnState& st, const Conv2dShape& s, const
     ReorderBuffers& b = te.bwd_weights_buf;
     BoundMemories& bm = te.bound_for(c->id);
     using S = BoundMemories::Slot;
-    const memory& xu = bm.at(S::kIn0, m.src, st.eng, te.stream, x);
     const memory& dyu = bm.at(S::kIn1, m.dst, st.eng, te.stream, dy);
     const memory& dwu = bm.at(S::kOut, m.wei, st.eng, te.stream, dw);
-    memory xm = as_layout(st.eng, xu, c->in0, te, b.in0, bm, S::kIn0Buf);
-    memory dym = as_layout(st.eng, dyu, c->in1, te, b.in1, bm, S::kIn1Buf);
+    memory xm;
+    if (s.x_bf16) {  // x is the forward's BF16 copy (bf16_src_desc): read in place, else converted
+      const memory::desc xd = bf16_src_desc(s);
+      if (c->in0.want == xd) {
+        xm = bm.at(S::kIn0, xd, st.eng, te.stream, x);
+      } else {  // this primitive fell back to F32 or another layout (not cached: rare)
+        memory xu(xd, st.eng, const_cast<float*>(x));
+        xm = memory(c->in0.want, st.eng);
+        CachedReorder r = make_reorder(st.eng, xd, c->in0.want, true);
+        run_reorder(r, st.eng, te, xu, xm);
+      }
+    } else {
+      const memory& xu = bm.at(S::kIn0, m.src, st.eng, te.stream, x);
+      xm = as_layout(st.eng, xu, c->in0, te, b.in0, bm, S::kIn0Buf);
+    }
+    memory dym = dy_conv && *dy_conv && dy_conv->get_desc() == c->in1.want
+                     ? *dy_conv
+                     : as_layout(st.eng, dyu, c->in1, te, b.in1, bm, S::kIn1Buf);
     memory dwm = out_layout(st.eng, te, dwu, c->out, b.out, bm);
     ExecArgs args;
     args.add(DNNL_ARG_SRC, xm);
@@ -841,6 +922,18 @@ void conv2d_forward(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DT
   }
 }
 
+bool conv2d_forward_keep_input(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dt, const void* x,
+                               const void* w, const void* bias, void* y, engine::DerivedData* w_derived,
+                               void* x_kept) {
+  if (dt != engine::DType::F32) {
+    conv2d_forward(ctx, s, dt, x, w, bias, y, w_derived);
+    return false;
+  }
+  return conv2d_forward_onednn(ctx.state<OneDnnState>(), s, static_cast<const float*>(x),
+                               static_cast<const float*>(w), static_cast<const float*>(bias), static_cast<float*>(y),
+                               /*silu=*/false, w_derived, x_kept);
+}
+
 void conv2d_bias_silu_forward(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dt, const void* x,
                               const void* w, const void* bias, void* y, engine::DerivedData* w_derived) {
   if (dt == engine::DType::F32) {
@@ -881,13 +974,46 @@ void conv2d_backward_weights(engine::DeviceContext& ctx, const Conv2dShape& s, e
   }
 }
 
+void conv2d_backward(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dt, const void* x,
+                     const void* dy, const void* w, void* dx, void* dw, void* dbias, engine::DerivedData* w_derived) {
+  if (dt != engine::DType::F32) {
+    if (dx) conv2d_backward_data(ctx, s, dt, dy, w, dx, w_derived);
+    if (dw) conv2d_backward_weights(ctx, s, dt, x, dy, dw, dbias);
+    return;
+  }
+  auto& st = ctx.state<OneDnnState>();
+  memory dy_conv;  // dy as backward data read it: BF16 math converts it once for both directions
+  if (dx)
+    conv2d_backward_data_onednn(st, s, static_cast<const float*>(dy), static_cast<const float*>(w),
+                                static_cast<float*>(dx), w_derived, &dy_conv);
+  if (dw)
+    conv2d_backward_weights_onednn(st, s, static_cast<const float*>(x), static_cast<const float*>(dy),
+                                   static_cast<float*>(dw), static_cast<float*>(dbias), &dy_conv);
+}
+
+/// kConv2dBf16Math: oneDNN's effective ISA has native BF16 (cpu_isa values are bit sets).
+bool bf16_math(engine::DeviceContext&) {
+  static const bool native = [] {
+    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    const auto has = [isa](dnnl::cpu_isa want) {
+      const auto w = static_cast<unsigned>(want);
+      return (isa & w) == w;
+    };
+    return has(dnnl::cpu_isa::avx512_core_bf16) || has(dnnl::cpu_isa::avx512_core_amx);
+  }();
+  return native;
+}
+
 }  // namespace
 
 Y9_REGISTER_KERNELS(engine::DeviceType::CPU, b) {
+  b.add(kConv2dBf16Math, &bf16_math, engine::DTypeSet{engine::DType::F32});
   b.add(kConv2dForward, &conv2d_forward, engine::kF32F64);
   b.add(kConv2dBiasSiLUForward, &conv2d_bias_silu_forward, engine::kF32F64);
   b.add(kConv2dBackwardData, &conv2d_backward_data, engine::kF32F64);
   b.add(kConv2dBackwardWeights, &conv2d_backward_weights, engine::kF32F64);
+  b.add(kConv2dBackward, &conv2d_backward, engine::kF32F64);
+  b.add(kConv2dForwardKeepInput, &conv2d_forward_keep_input, engine::kF32F64);
 }
 
 }  // namespace kernels::cpu

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/autograd.h"
+#include "ops/autocast.h"
 #include "ops/ops.h"
 #include "tests/testutil.h"
 
@@ -115,6 +116,98 @@ TEST(Conv2d, OneDnnF32MatchesF64Reference) {
   // A YOLO-like layer, large enough for oneDNN's blocked (JIT) kernels.
   compare_f32_to_f64({2, 32, 20, 20, 64, 3, 2, 1, 1, 1, false}, 900, false);
   compare_f32_to_f64({1, 64, 10, 10, 64, 1, 1, 0, 1, 1, true}, 910, false);
+}
+
+/// x rounded to BF16 (round to nearest even) and back, in F64.
+Tensor bf16_rounded(const Tensor& x) { return x.detach().to(DType::BF16).to(DType::F64); }
+
+/// Largest |a - b| over the elements (same shape).
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  const auto va = a.to_vector<double>(), vb = b.to_vector<double>();
+  double m = 0;
+  for (size_t i = 0; i < va.size(); ++i) m = std::max(m, std::abs(va[i] - vb[i]));
+  return m;
+}
+
+/// Under BF16 autocast on a CPU with native BF16, an F32 convolution (plain, or blocked as CPU
+/// training runs it) rounds x, w and the incoming gradient to BF16 and accumulates in F32: its
+/// output and gradients match the F64 convolution of the rounded operands to F32 accuracy, and
+/// differ from the F32 convolution by BF16's rounding.
+void check_bf16_conv(const Case& c, uint64_t seed, int64_t block) {
+  Tensor x64 = testutil::random_tensor({c.n, c.cin, c.h, c.w}, seed);
+  Tensor w64 = testutil::random_tensor({c.cout, c.cin / c.groups, c.k, c.k}, seed + 1);
+  Tensor b64 = testutil::random_tensor({c.cout}, seed + 2);
+  Tensor g64 = testutil::random_tensor({c.n, c.cout, (c.h + 2 * c.pad - c.k) / c.stride + 1,
+                                        (c.w + 2 * c.pad - c.k) / c.stride + 1}, seed + 3);
+  // The expected values: F64 on the BF16-rounded inputs (the bias is added in F32: not rounded).
+  Tensor xr = bf16_rounded(x64), wr = bf16_rounded(w64), br = b64.detach();
+  xr.set_requires_grad(true);
+  wr.set_requires_grad(true);
+  br.set_requires_grad(true);
+  Tensor yr = run(c, xr, wr, br);
+  yr.backward(bf16_rounded(g64));
+  // Ours: F32 under autocast; `autocast` false: plain F32 (for the difference).
+  auto ours = [&](bool autocast) {
+    Tensor x = x64.to(DType::F32).detach(), w = w64.to(DType::F32).detach(), b = b64.to(DType::F32).detach();
+    x.set_requires_grad(true);
+    w.set_requires_grad(true);
+    b.set_requires_grad(true);
+    ops::AutocastGuard ac(DType::BF16, autocast);
+    Tensor y;
+    if (block) {  // blocked where the channels allow, as graph::Model's blocked forward
+      const Tensor xin = c.cin % block == 0 ? ops::to_blocked(x, block) : x;
+      const int64_t ob = c.cout % block == 0 ? block : 0;
+      y = ops::conv2d_blocked(xin, w, b, v2(c.stride), v2(c.pad), v2(c.dil), c.groups, /*silu=*/false, ob);
+      if (ob) y = ops::from_blocked(y);
+    } else {
+      y = run(c, x, w, b);
+    }
+    y.backward(g64.to(DType::F32));
+    return std::vector<Tensor>{y.detach(), x.grad(), w.grad(), b.grad()};
+  };
+  const auto r = ours(true);
+  const auto f = ours(false);
+  const Tensor want[] = {yr.detach(), xr.grad(), wr.grad(), br.grad()};
+  const char* what[] = {"y", "dx", "dw", "db"};
+  for (int i = 0; i < 4; ++i) {
+    SCOPED_TRACE(what[i]);
+    // Sums of up to c.cin * 9 (y, dx) or n * h_out * w_out (dw, db) products of O(1) values in F32.
+    EXPECT_TRUE(testutil::all_close(r[i], want[i], 1e-5, 1e-4));
+    if (i < 3) EXPECT_GT(max_abs_diff(f[i], want[i]), 1e-3) << "the F32 result is not BF16's: nothing was rounded?";
+  }
+}
+
+TEST(Conv2dBf16, CpuAutocastComputesConvolutionsInBf16) {
+  if (!ops::cpu_bf16_convolutions(engine::Device::cpu())) GTEST_SKIP() << "this CPU has no native BF16";
+  const int64_t block = ops::channel_block(engine::Device::cpu());
+  uint64_t seed = 2000;
+  for (const Case& c : {Case{2, 32, 12, 12, 32, 3, 1, 1, 1, 1, true}, Case{2, 64, 10, 10, 32, 1, 1, 0, 1, 1, true},
+                        Case{1, 32, 16, 16, 64, 3, 2, 1, 1, 1, true}, Case{1, 3, 64, 64, 16, 3, 2, 1, 1, 1, true},
+                        Case{1, 64, 2, 2, 64, 3, 1, 1, 1, 1, true}, Case{2, 16, 8, 8, 80, 1, 1, 0, 1, 1, true},
+                        Case{2, 24, 8, 8, 24, 3, 1, 1, 1, 1, true}}) {
+    SCOPED_TRACE(testing::Message() << "cin " << c.cin << " cout " << c.cout << " k " << c.k << " s " << c.stride);
+    check_bf16_conv(c, seed, 0);
+    if (block) check_bf16_conv(c, seed, block);
+    seed += 10;
+  }
+}
+
+TEST(Conv2dBf16, OnlyBf16AutocastOnCpuF32ChangesTheMath) {
+  Tensor x = testutil::random_tensor({1, 16, 8, 8}, 2100, -1, 1, DType::F32);
+  Tensor w = testutil::random_tensor({16, 16, 3, 3}, 2101, -1, 1, DType::F32);
+  const Tensor y = ops::conv2d(x, w, Tensor(), {1, 1}, {1, 1});
+  {
+    ops::AutocastGuard ac(DType::F16);  // F16 autocast leaves CPU convolutions alone
+    EXPECT_FALSE(ops::cpu_bf16_conv(x));
+    EXPECT_EQ(max_abs_diff(ops::conv2d(x, w, Tensor(), {1, 1}, {1, 1}), y), 0.0);
+  }
+  ops::AutocastGuard ac(DType::BF16);
+  EXPECT_FALSE(ops::cpu_bf16_conv(x.to(DType::F64)));  // F64 stays F64
+  EXPECT_EQ(ops::cpu_bf16_conv(x), ops::cpu_bf16_convolutions(engine::Device::cpu()));
+  {
+    ops::AutocastGuard off(DType::BF16, false);
+    EXPECT_FALSE(ops::cpu_bf16_conv(x));
+  }
 }
 
 // Each thread reuses one buffer per operand for oneDNN's layout reorders up to 8 MiB and

@@ -338,7 +338,7 @@ TEST(GradScaler, MisuseErrorsAndStateDict) {
   EXPECT_THROW(t.load_state_dict({}), engine::Error);
 }
 
-TEST(GradScaler, AmpModeIsCudaOnly) {
+TEST(GradScaler, AmpModeIsCudaOnlyButCpuBf16) {
   using training::AmpMode;
   using training::resolve_amp_mode;
   std::string why;
@@ -350,8 +350,15 @@ TEST(GradScaler, AmpModeIsCudaOnly) {
   EXPECT_EQ(resolve_amp_mode("off", true, &why), AmpMode::Off);
   EXPECT_EQ(resolve_amp_mode("fp16", false, &why), AmpMode::Off);  // forced on the CPU: a notice
   EXPECT_NE(why.find("CUDA-only"), std::string::npos) << why;
-  EXPECT_EQ(resolve_amp_mode("bf16", false, &why), AmpMode::Off);
-  EXPECT_FALSE(why.empty());
+  EXPECT_EQ(resolve_amp_mode("bf16", false, &why), AmpMode::Off);  // a CPU without native BF16
+  EXPECT_NE(why.find("no native BF16"), std::string::npos) << why;
+  // With native BF16 the CPU takes --amp bf16 (BF16 convolutions), and only that mode.
+  EXPECT_EQ(resolve_amp_mode("bf16", false, &why, /*cpu_bf16=*/true), AmpMode::BF16);
+  EXPECT_NE(why.find("convolutions in BF16"), std::string::npos) << why;
+  EXPECT_EQ(resolve_amp_mode("fp16", false, &why, true), AmpMode::Off);
+  EXPECT_NE(why.find("CUDA-only"), std::string::npos) << why;
+  EXPECT_EQ(resolve_amp_mode("auto", false, &why, true), AmpMode::Off);
+  EXPECT_TRUE(why.empty());
   EXPECT_THROW(resolve_amp_mode("fp8", true, &why), engine::ConfigError);
   EXPECT_STREQ(training::amp_mode_name(AmpMode::FP16), "fp16");
 }
