@@ -4,6 +4,7 @@
 // the same way in the same run (bench/official/train_epoch.py): counters official_s and speedup.
 // Slow (minutes): one iteration. Needs $YOLOV9_COCO128 or ../shared/data/coco128 and the built
 // program next to this benchmark.
+// On a CPU with native BF16 it also runs the epoch with --amp bf16: ours_bf16_s, speedup_bf16.
 // BM_TrainStep (issue 15, measurement (b)): the training step of yolov9-s at 640 px, batch 8, in ms
 // per image: `yolov9 train --benchmark 5 --benchmark-data synthetic` (3 warm-up steps, 5 timed, one
 // coco128 batch repeated; with accumulate 8 the timed steps hold one optimizer step + EMA) against
@@ -19,6 +20,7 @@
 // both programs; auto:1 runs ours with --cpu-threads auto (apps/training/cpu_threads.h). The
 // official program runs once per shared value. Counters: ours_s, official_s, speedup; the shared
 // runs add ours_slowdown and official_slowdown (their time / the quiet run's of the same auto).
+// bf16:1 runs ours with --amp bf16 (BF16 convolutions, on a CPU with native BF16 only).
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -58,6 +60,18 @@ std::string staged_dataset() {
   return tmp.string();
 }
 
+/// Whether the file at `path` contains `text`.
+bool file_contains(const std::string& path, const std::string& text) {
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  if (!f) return false;
+  std::string all;
+  char buf[4096];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) all.append(buf, n);
+  std::fclose(f);
+  return all.find(text) != std::string::npos;
+}
+
 void BM_TrainEpochYolov9tCoco128(benchmark::State& state) {
   const int64_t img = state.range(0);
   if (!fs::exists(fs::path(coco128_dir()) / "coco128.yaml")) {
@@ -80,11 +94,25 @@ void BM_TrainEpochYolov9tCoco128(benchmark::State& state) {
     }
   }
   state.counters["ours_s"] = seconds;
+  // The same epoch with --amp bf16 (BF16 convolutions), on a CPU with native BF16 only (its notice).
+  double bf16 = 0;
+  {
+    const std::string log = data + "/train_bf16.log";
+    const auto t0 = std::chrono::steady_clock::now();
+    const int rc = std::system((bin + " train --cfg yolov9-t.yaml --data " + data + "/coco128.yaml --img " +
+                                std::to_string(img) + " --batch 16 --epochs 1 --weights '' --workers 2 --project " +
+                                data + "/runs --name exp_bf16 --exist-ok --amp bf16 > " + log + " 2>&1")
+                                   .c_str());
+    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (rc == 0 && file_contains(log, "convolutions in BF16")) bf16 = t;
+  }
+  if (bf16 > 0) state.counters["ours_bf16_s"] = bf16;
   auto off = bench::run_official("train_epoch.py", coco128_dir() + " --cfg yolov9-t.yaml --img " +
                                                        std::to_string(img) + " --batch 16 --epochs 1 --workers 2");
   if (off && off->value("seconds_per_epoch", 0.0) > 0) {
     state.counters["official_s"] = (*off)["seconds_per_epoch"].get<double>();
     state.counters["speedup"] = (*off)["seconds_per_epoch"].get<double>() / seconds;
+    if (bf16 > 0) state.counters["speedup_bf16"] = (*off)["seconds_per_epoch"].get<double>() / bf16;
   }
   fs::remove_all(data);
 }
@@ -200,7 +228,8 @@ std::map<bool, nlohmann::json> g_official;  // the official result per shared va
 void BM_SmallModel3Epochs(benchmark::State& state) {
   const bool shared = state.range(0) != 0;
   const bool auto_threads = state.range(1) != 0;
-  const std::string ours_key = std::string("ours") + (auto_threads ? "_auto" : "");
+  const bool bf16 = state.range(2) != 0;
+  const std::string ours_key = std::string("ours") + (auto_threads ? "_auto" : "") + (bf16 ? "_bf16" : "");
   const std::string root = synth_dataset();
   if (root.empty()) {
     state.SkipWithError("yolov9 synth failed");
@@ -208,11 +237,12 @@ void BM_SmallModel3Epochs(benchmark::State& state) {
   }
   const std::string data = root + "/synth/data.yaml";
   const std::string bin = std::string(Y9_BENCH_BINARY_DIR) + "/yolov9";
-  const std::string tag = std::string(shared ? "shared" : "quiet") + (auto_threads ? "_auto" : "");
+  const std::string tag = std::string(shared ? "shared" : "quiet") + (auto_threads ? "_auto" : "") + (bf16 ? "_bf16" : "");
+  const std::string log = root + "/train_" + tag + ".log";
   const std::string cmd = bin + " train --cfg gelan-t.yaml --data " + data +
                           " --img 128 --batch 16 --epochs 3 --weights '' --workers 2 --project " + root + "/runs --name " +
-                          tag + " --exist-ok" + (auto_threads ? " --cpu-threads auto" : "") + " > " + root + "/train_" +
-                          tag + ".log 2>&1";
+                          tag + " --exist-ok" + (auto_threads ? " --cpu-threads auto" : "") + (bf16 ? " --amp bf16" : "") +
+                          " > " + log + " 2>&1";
   const std::string nice_s = bench::env_or("Y9_COMPETITOR_NICE", "10");
   char* end = nullptr;
   const long nice = std::strtol(nice_s.c_str(), &end, 10);
@@ -229,7 +259,11 @@ void BM_SmallModel3Epochs(benchmark::State& state) {
     const int rc = std::system(cmd.c_str());
     ours = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (rc != 0) {
-      state.SkipWithError(("yolov9 train failed; see " + root + "/train_" + tag + ".log").c_str());
+      state.SkipWithError(("yolov9 train failed; see " + log).c_str());
+      return;
+    }
+    if (bf16 && !file_contains(log, "convolutions in BF16")) {  // the notice of resolve_amp_mode
+      state.SkipWithError("--amp bf16 ran in FP32: this CPU has no native BF16");
       return;
     }
     if (g_official.count(shared)) {
@@ -252,14 +286,16 @@ void BM_SmallModel3Epochs(benchmark::State& state) {
     if (shared && g_quiet.count("official")) state.counters["official_slowdown"] = o / g_quiet["official"];
   }
   state.SetLabel((shared ? "beside a busy loop at nice " + std::to_string(nice) : std::string("quiet")) +
-                 (auto_threads ? ", --cpu-threads auto" : ""));
+                 (auto_threads ? ", --cpu-threads auto" : "") + (bf16 ? ", --amp bf16" : ""));
 }
 BENCHMARK(BM_SmallModel3Epochs)
-    ->Args({0, 0})
-    ->Args({1, 0})
-    ->Args({0, 1})
-    ->Args({1, 1})
-    ->ArgNames({"shared", "auto"})
+    ->Args({0, 0, 0})
+    ->Args({1, 0, 0})
+    ->Args({0, 1, 0})
+    ->Args({1, 1, 0})
+    ->Args({0, 0, 1})
+    ->Args({1, 0, 1})
+    ->ArgNames({"shared", "auto", "bf16"})
     ->Iterations(1)
     ->Unit(benchmark::kSecond)
     ->UseRealTime();

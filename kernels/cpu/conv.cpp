@@ -922,13 +922,9 @@ void conv2d_forward(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DT
   }
 }
 
-bool conv2d_forward_keep_input(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType dt, const void* x,
-                               const void* w, const void* bias, void* y, engine::DerivedData* w_derived,
-                               void* x_kept) {
-  if (dt != engine::DType::F32) {
-    conv2d_forward(ctx, s, dt, x, w, bias, y, w_derived);
-    return false;
-  }
+bool conv2d_forward_keep_input(engine::DeviceContext& ctx, const Conv2dShape& s, engine::DType /*F32*/,
+                               const void* x, const void* w, const void* bias, void* y,
+                               engine::DerivedData* w_derived, void* x_kept) {
   return conv2d_forward_onednn(ctx.state<OneDnnState>(), s, static_cast<const float*>(x),
                                static_cast<const float*>(w), static_cast<const float*>(bias), static_cast<float*>(y),
                                /*silu=*/false, w_derived, x_kept);
@@ -1013,7 +1009,7 @@ Y9_REGISTER_KERNELS(engine::DeviceType::CPU, b) {
   b.add(kConv2dBackwardData, &conv2d_backward_data, engine::kF32F64);
   b.add(kConv2dBackwardWeights, &conv2d_backward_weights, engine::kF32F64);
   b.add(kConv2dBackward, &conv2d_backward, engine::kF32F64);
-  b.add(kConv2dForwardKeepInput, &conv2d_forward_keep_input, engine::kF32F64);
+  b.add(kConv2dForwardKeepInput, &conv2d_forward_keep_input, engine::DTypeSet{engine::DType::F32});
 }
 
 }  // namespace kernels::cpu

@@ -39,6 +39,7 @@
 #include "ops/ciou.h"
 #include "ops/dfl.h"
 #include "ops/nms.h"
+#include "ops/autocast.h"
 #include "ops/ops.h"
 #include "ops/tal.h"
 #include "ops/yolo_loss.h"
@@ -76,6 +77,15 @@ struct Row {
   /// the inputs as F64 CPU tensors, returns the expected output (compared in F64).
   std::function<Tensor(const Inputs&)> reference;
   double fd_eps = 1e-6, fd_rtol = 1e-5, fd_atol = 1e-7;
+};
+
+/// Gradient recording on in its scope (a row that differentiates inside its op), restored after.
+struct GradOn {
+  GradOn() : prev(engine::autograd::grad_enabled()) { engine::autograd::set_grad_enabled(true); }
+  ~GradOn() { engine::autograd::set_grad_enabled(prev); }
+  GradOn(const GradOn&) = delete;
+  GradOn& operator=(const GradOn&) = delete;
+  bool prev;
 };
 
 Tensor rnd(const engine::Shape& s, uint64_t seed, double lo = -1.0, double hi = 1.0) {
@@ -203,6 +213,59 @@ std::vector<Row> rows() {
   r.push_back({"conv2d (1x1, no bias)", {"conv2d_forward", "conv2d_backward_data", "conv2d_backward_weights"},
                [=] { return std::vector<Input>{in(rnd({1, 3, 5, 5}, 43)), in(rnd({4, 3, 1, 1}, 44))}; },
                [](const Inputs& x) { return ops::conv2d(x[0], x[1], Tensor()); }});
+  // Both backward directions in one call (kConv2dBackward, where a backend has it: ops::conv2d's
+  // backward then takes it instead of the two entries above).
+  r.push_back({"conv2d backward in one call (groups, stride, dilation, bias)", {"conv2d_forward", "conv2d_backward"},
+               [=] { return std::vector<Input>{in(rnd({2, 4, 7, 6}, 140)), in(rnd({6, 2, 3, 3}, 141)), in(rnd({6}, 142))}; },
+               [](const Inputs& x) { return ops::conv2d(x[0], x[1], x[2], {2, 1}, {1, 2}, {1, 2}, 2); }});
+  // The blocked training convolution under BF16 autocast (the CPU's --amp bf16): the forward keeps
+  // its BF16 copy of x for the backward weights (kConv2dForwardKeepInput). Output: y and dw (for
+  // dy = 1, exact in BF16) flattened; reference: F64 on the BF16-rounded x and w where this CPU
+  // has native BF16 (ops::cpu_bf16_convolutions), on x and w themselves elsewhere.
+  r.push_back({"conv2d blocked, BF16 math, x kept for dw", {"conv2d_forward_keep_input", "conv2d_backward"},
+               [=] { return std::vector<Input>{in(rnd({2, 16, 6, 5}, 143), false), in(rnd({16, 16, 3, 3}, 144), false)}; },
+               [](const Inputs& x) {
+                 GradOn on;  // the sweep runs GradMode::None rows without gradients
+                 Tensor w = x[1].detach().clone();
+                 w.set_requires_grad(true);
+                 Tensor y;
+                 {
+                   ops::AutocastGuard ac(DType::BF16);
+                   y = ops::conv2d_blocked(ops::to_blocked(x[0], 16), w, Tensor(), {1, 1}, {1, 1}, {1, 1}, 1, false, 16);
+                 }
+                 y = ops::from_blocked(y);
+                 ops::sum(y).backward();
+                 return ops::concat({y.detach().reshape({-1}), w.grad().reshape({-1})}, 0);
+               },
+               GradMode::None,
+               [](const Inputs& x) {
+                 GradOn on;
+                 const bool bf16 = ops::cpu_bf16_convolutions(Device::cpu());
+                 const Tensor xr = bf16 ? x[0].to(DType::BF16).to(DType::F64) : x[0];
+                 Tensor wr = (bf16 ? x[1].to(DType::BF16).to(DType::F64) : x[1]).detach();
+                 wr.set_requires_grad(true);
+                 Tensor y = ops::conv2d(xr, wr, Tensor(), {1, 1}, {1, 1});
+                 ops::sum(y).backward();
+                 return ops::concat({y.detach().reshape({-1}), wr.grad().reshape({-1})}, 0);
+               }});
+  r.push_back({"conv2d_bf16_math", {"conv2d_bf16_math"},
+               [=] { return std::vector<Input>{in(rnd({1}, 145), false)}; },
+               [](const Inputs& x) {
+                 return Tensor::full({1}, ops::cpu_bf16_convolutions(x[0].device()) ? 1.0 : 0.0, x[0].dtype(),
+                                     x[0].device());
+               },
+               GradMode::None,
+               [](const Inputs& x) {  // oneDNN's avx512_core_bf16: AVX-512 F, BW, VL, DQ and BF16
+#if defined(__x86_64__) || defined(_M_X64)
+                 __builtin_cpu_init();
+                 const bool want = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                                   __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                                   __builtin_cpu_supports("avx512bf16");
+#else
+                 const bool want = false;
+#endif
+                 return Tensor::full({1}, want ? 1.0 : 0.0, x[0].dtype());
+               }});
   // The fused inference form of a folded Conv block (no gradients), against the two-op graph.
   r.push_back({"conv2d_silu (inference, groups, stride, bias)",
                {"conv2d_bias_silu_forward"},
