@@ -16,6 +16,8 @@
 #include "engine/device.h"
 #include "engine/tensor.h"
 #include "graph/model.h"
+#include "ops/autocast.h"
+#include "ops/ops.h"
 #include "ops/reduce.h"
 
 namespace apps {
@@ -71,6 +73,13 @@ void register_info(CLI::App& app) {
         if (self) return self_check();
         if (backends) {
           std::fputs(engine::backend_table().c_str(), stdout);
+          // What the CPU's vector unit gives the convolutions (kernels/cpu: oneDNN's ISA).
+          const int64_t block = ops::channel_block(engine::Device::cpu());
+          std::printf("\ncpu: activations in %s; BF16 convolutions (train --amp bf16): %s\n",
+                      block ? ("blocked layout nChw" + std::to_string(block) + "c").c_str() : "plain NCHW",
+                      ops::cpu_bf16_convolutions(engine::Device::cpu())
+                          ? "yes (native BF16)"
+                          : "no (no AVX512_BF16 or AMX: --amp bf16 trains in FP32)");
           return 0;
         }
         if (cfg.empty()) {

@@ -21,6 +21,7 @@
 #include "io/grad_norm_log.h"
 #include "io/safetensors.h"
 #include "io/synth.h"
+#include "ops/autocast.h"
 
 namespace fs = std::filesystem;
 
@@ -356,6 +357,33 @@ TEST_F(TrainE2E, BenchmarkReportsStepsAndExits) {
   r = run(base_args("bench_bad") + " --benchmark -1");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("--benchmark must be in 0..1000000"), std::string::npos) << r.out;
+}
+
+// `--amp bf16` on the CPU: with native BF16 the notice says the convolutions run in BF16 and the
+// benchmark line names it; without, the notice says it is ignored and the run is FP32. Either way
+// the run ends normally, and `info --backends` reports the same answer. `--amp` (FP16) stays
+// CUDA-only.
+TEST_F(TrainE2E, AmpBf16OnTheCpuIsBf16ConvolutionsWhereNative) {
+  const bool native = ops::cpu_bf16_convolutions(engine::Device::cpu());
+  RunResult r = run(base_args("bench_bf16") + " --benchmark 2 --benchmark-data synthetic --amp bf16");
+  ASSERT_EQ(r.code, 0) << r.out;
+  if (native) {
+    EXPECT_NE(r.out.find("CPU: convolutions in BF16"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("on cpu (BF16 convolutions), synthetic data"), std::string::npos) << r.out;
+  } else {
+    EXPECT_NE(r.out.find("no native BF16"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("(BF16 convolutions)"), std::string::npos) << r.out;
+  }
+  r = run(base_args("bench_fp16") + " --benchmark 2 --benchmark-data synthetic --amp");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("AMP is CUDA-only"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("(BF16 convolutions)"), std::string::npos) << r.out;
+  const RunResult info = run("info --backends");
+  ASSERT_EQ(info.code, 0) << info.out;
+  EXPECT_NE(info.out.find(native ? "BF16 convolutions (train --amp bf16): yes"
+                                 : "BF16 convolutions (train --amp bf16): no"),
+            std::string::npos)
+      << info.out;
 }
 
 // `--batch -1` (issue 11, "Memory"): the official AutoBatch; training on the CPU it prints the
