@@ -2,6 +2,7 @@
 #include "apps/training/grad_scaler.h"
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "apps/training/clip.h"
@@ -38,8 +39,9 @@ AmpMode resolve_amp_mode(const std::string& flag, bool cuda_training, std::strin
       return AmpMode::Off;
     }
     if (notice && flag != "auto")
-      *notice = "ignored: AMP is CUDA-only (official train_dual.py: amp = check_amp(model) on CUDA devices); "
-                "training on the CPU in FP32";
+      *notice = std::string("ignored: AMP is CUDA-only (official train_dual.py: amp = check_amp(model) on CUDA "
+                            "devices); training on the CPU in FP32") +
+                (cpu_bf16 ? " (this CPU has native BF16: --amp bf16 runs its convolutions in BF16)" : "");
     return AmpMode::Off;
   }
   return flag == "bf16" ? AmpMode::BF16 : AmpMode::FP16;

@@ -307,7 +307,8 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 namespace {
 
 // The autocast dtype of the training forward: F16/BF16 with AMP on CUDA (official train_dual.py
-// `torch.cuda.amp.autocast(amp)`), none otherwise (the CPU never runs under autocast).
+// `torch.cuda.amp.autocast(amp)`), BF16 with --amp bf16 on a CPU with native BF16 (its
+// convolutions in BF16 math: ops::cpu_bf16_conv), none otherwise.
 std::optional<engine::DType> training_autocast(engine::Device device, AmpMode amp) {
   if (amp == AmpMode::Off) return std::nullopt;
   if (!device.is_cuda()) {  // CPU: BF16 only (resolve_amp_mode), the convolutions in BF16 math

@@ -103,8 +103,9 @@ struct TrainOptions {
   /// follows the load of other processes between steps on the CPU; apps/training/cpu_threads.h).
   std::string cpu_threads;
   /// Mixed precision: "auto" (official: AMP iff training on CUDA), "fp16" (--amp), "bf16"
-  /// (--amp bf16), "off" (--no-amp). AMP is CUDA-only: on the CPU it stays off (a notice when
-  /// forced).
+  /// (--amp bf16), "off" (--no-amp). AMP is CUDA-only in the official code: on the CPU it stays
+  /// off (a notice when forced), except "bf16" on a CPU with native BF16, which runs the
+  /// convolutions in BF16 (resolve_amp_mode).
   std::string amp = "auto";
 };
 

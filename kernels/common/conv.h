@@ -29,9 +29,11 @@ struct Conv2dShape {
   /// 1: BF16 convolution math on F32 operands (CPU autocast to BF16, ops/autocast.h): the CPU's F32
   /// entries round their inputs (x and w forward; dy and w backward data; x and dy backward
   /// weights) to BF16, round to nearest even, and multiply-accumulate in F32 (oneDNN's BF16
-  /// kernels), writing F32 outputs and gradients. About twice the F32 throughput on a CPU with
-  /// native BF16 (AVX512_BF16 or AMX, kConv2dBf16Math); where oneDNN has only its reference kernel
-  /// for a geometry in BF16 the convolution stays F32. Other backends and dtypes ignore it.
+  /// kernels), writing F32 outputs and gradients; the bias gradient sums the BF16-rounded dy (as
+  /// PyTorch's CPU autocast). About twice the F32 throughput on a CPU with native BF16 (AVX512_BF16
+  /// or AMX, kConv2dBf16Math); where oneDNN has only its reference kernel for a geometry in BF16
+  /// (in the fixed blocked layouts and in the layouts it picks) the convolution stays F32 (block 8,
+  /// grouped convolutions with few channels per group). Other backends and dtypes ignore it.
   int64_t bf16 = 0;
   /// 1 (CPU, with bf16 and src_block): the x given to the backward weights is the BF16 copy the
   /// forward kept (kConv2dForwardKeepInput): [n, c_in / src_block, h, w, src_block] BF16.

@@ -176,6 +176,9 @@ struct Cached {
   /// it, in place on the output (an eltwise primitive), when set.
   std::optional<dnnl::eltwise_forward> silu_after;
   memory::desc silu_scratch;
+  /// Backward weights of a kept BF16 x (Conv2dShape::x_bf16) whose primitive reads x in another
+  /// layout or type than the kept copy's (bf16_src_desc): the reorder from that copy.
+  CachedReorder in0_bf16;
 };
 
 /// A process-unique id for a new cache entry (an evicted entry's address may be reused).
@@ -424,7 +427,7 @@ struct OneDnnState {
   // Key: direction (0 fwd, 1 bwd data, 2 bwd weights, 3 fwd + SiLU, 4 Winograd fwd + SiLU) + 8 x the
   // thread count the primitive was created for (conv_threads), bias, then the geometry and the
   // operands' layouts and math (src_block + 32 x dst_block + 1024 x winograd + 2048 x bf16 + 4096 x
-  // x_bf16: a BF16 x binds other memory objects than an F32 one).
+  // x_bf16 in the backward weights: a kept BF16 x binds other memory objects than an F32 one).
   using Key = std::tuple<int, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
                          int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
   template <typename Pd>
@@ -441,9 +444,10 @@ struct OneDnnState {
 };
 
 OneDnnState::Key key_of(int dir, int threads, bool bias, const Conv2dShape& s) {
+  const int64_t x_bf16 = dir == 2 && s.x_bf16 ? 1 : 0;  // only the backward weights reads x
   return {dir + 8 * threads, bias, s.n, s.c_in, s.h, s.w, s.c_out, s.kh, s.kw, s.stride_h, s.stride_w, s.pad_h,
           s.pad_w, s.dil_h, s.dil_w, s.groups,
-          s.src_block + 32 * s.dst_block + 1024 * s.winograd + 2048 * (s.bf16 ? 1 : 0) + 4096 * (s.x_bf16 ? 1 : 0)};
+          s.src_block + 32 * s.dst_block + 1024 * s.winograd + 2048 * (s.bf16 ? 1 : 0) + 4096 * x_bf16};
 }
 
 /// The forward descriptor; `silu` (inference only) appends oneDNN's swish (alpha 1: x*sigmoid(x))
@@ -562,22 +566,27 @@ std::shared_ptr<const Cached<Pd>> cached(OneDnnState& st, OneDnnState::Cache<Pd>
                                          Finish finish) {
   std::lock_guard<std::mutex> lock(st.mu);
   return cache.get(key, [&] {
-    Types types = s.bf16 ? bf16 : kF32Types;
-    Mds m = make_mds(s, false, types);
-    Pd pd = make(m);
-    if (s.bf16 && is_reference(pd)) {  // no BF16 kernel for this geometry here: F32
-      types = kF32Types;
-      m = make_mds(s, false, types);
-      pd = make(m);
+    // The first of: the fixed (user's) layouts, then, for blocked operands, the layouts oneDNN
+    // picks (a fixed blocked layout can leave oneDNN only its reference kernel; measured: nChw8c
+    // backward weights of a 3x3 pad-1 convolution on 2 x 2 maps, 5x slower than the plain path's
+    // gemm; the blocked buffers are reordered then), that has a tuned kernel: in BF16 first under
+    // Conv2dShape::bf16, then in F32 (where oneDNN has no BF16 kernel for the geometry). When
+    // none has, the first candidate's reference kernel.
+    const bool blocked = s.src_block || s.dst_block;
+    std::vector<std::pair<Types, bool>> tries;  // (types, relaxed)
+    if (s.bf16) {
+      tries.push_back({bf16, false});
+      if (blocked) tries.push_back({bf16, true});
     }
-    if ((s.src_block || s.dst_block) && is_reference(pd)) {
-      // A fixed blocked layout can leave oneDNN only its reference kernel (measured: nChw8c
-      // backward weights of a 3x3 pad-1 convolution on 2 x 2 maps, 5x slower than the plain path's
-      // gemm): let the primitive pick its layouts then, and reorder the blocked buffers.
-      Mds relaxed = make_mds(s, /*relaxed=*/true, types);
-      Pd alt = make(relaxed);
+    tries.push_back({kF32Types, false});
+    if (blocked) tries.push_back({kF32Types, true});
+    Mds m = make_mds(s, tries[0].second, tries[0].first);
+    Pd pd = make(m);
+    for (size_t i = 1; i < tries.size() && is_reference(pd); ++i) {
+      Mds alt_m = make_mds(s, tries[i].second, tries[i].first);
+      Pd alt = make(alt_m);
       if (!is_reference(alt)) {
-        m = relaxed;
+        m = alt_m;
         pd = alt;
       }
     }
@@ -585,7 +594,7 @@ std::shared_ptr<const Cached<Pd>> cached(OneDnnState& st, OneDnnState::Cache<Pd>
     auto c = std::make_shared<Cached<Pd>>(Cached<Pd>{
         pd, Prim(pd), m, make_reorder(st.eng, l[0].first, l[0].second, true),
         make_reorder(st.eng, l[1].first, l[1].second, true), make_reorder(st.eng, l[2].first, l[2].second, false),
-        next_entry_id(), pd.scratchpad_desc(), std::nullopt, memory::desc()});
+        next_entry_id(), pd.scratchpad_desc(), std::nullopt, memory::desc(), CachedReorder{}});
     finish(*c);
     return std::shared_ptr<const Cached<Pd>>(std::move(c));
   });
@@ -763,6 +772,9 @@ void conv2d_backward_weights_onednn(OneDnnState& st, const Conv2dShape& s, const
         [&](const Mds& m) { return bwd_weights_pd(st.eng, m, s, with_bias); },
         [](const Pd& pd, const Mds& m) {
           return Layouts3{{{m.src, pd.src_desc()}, {m.dst, pd.diff_dst_desc()}, {m.wei, pd.diff_weights_desc()}}};
+        },
+        [&](Cached<Pd>& e) {
+          if (s.x_bf16) e.in0_bf16 = make_reorder(st.eng, bf16_src_desc(s), e.in0.want, true);
         });
     const Mds& m = c->m;
     ThreadExec& te = st.thread_exec();
@@ -772,16 +784,10 @@ void conv2d_backward_weights_onednn(OneDnnState& st, const Conv2dShape& s, const
     const memory& dyu = bm.at(S::kIn1, m.dst, st.eng, te.stream, dy);
     const memory& dwu = bm.at(S::kOut, m.wei, st.eng, te.stream, dw);
     memory xm;
-    if (s.x_bf16) {  // x is the forward's BF16 copy (bf16_src_desc): read in place, else converted
-      const memory::desc xd = bf16_src_desc(s);
-      if (c->in0.want == xd) {
-        xm = bm.at(S::kIn0, xd, st.eng, te.stream, x);
-      } else {  // this primitive fell back to F32 or another layout (not cached: rare)
-        memory xu(xd, st.eng, const_cast<float*>(x));
-        xm = memory(c->in0.want, st.eng);
-        CachedReorder r = make_reorder(st.eng, xd, c->in0.want, true);
-        run_reorder(r, st.eng, te, xu, xm);
-      }
+    if (s.x_bf16) {  // x is the forward's BF16 copy (bf16_src_desc): read in place, else reordered
+      // (this primitive fell back to F32 or to oneDNN's layouts: in0_bf16)
+      const memory& xu = bm.at(S::kIn0, bf16_src_desc(s), st.eng, te.stream, x);
+      xm = as_layout(st.eng, xu, c->in0_bf16, te, b.in0, bm, S::kIn0Buf);
     } else {
       const memory& xu = bm.at(S::kIn0, m.src, st.eng, te.stream, x);
       xm = as_layout(st.eng, xu, c->in0, te, b.in0, bm, S::kIn0Buf);

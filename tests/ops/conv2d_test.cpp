@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "engine/autograd.h"
+#include "engine/backend.h"
+#include "kernels/common/conv.h"
 #include "ops/autocast.h"
 #include "ops/ops.h"
 #include "tests/testutil.h"
@@ -189,6 +191,37 @@ TEST(Conv2dBf16, CpuAutocastComputesConvolutionsInBf16) {
     check_bf16_conv(c, seed, 0);
     if (block) check_bf16_conv(c, seed, block);
     seed += 10;
+  }
+}
+
+// The backward weights of a kept BF16 x (Conv2dShape::x_bf16) whose primitive reads x in another
+// layout than the kept copy's: here nChw8c, where oneDNN's BF16 kernels take the layouts they pick
+// (the kept copy is reordered, kernels/cpu/conv.cpp Cached::in0_bf16). Entries called directly:
+// dw and db against F64 on the BF16-rounded x and dy.
+TEST(Conv2dBf16, KeptBf16InputInAnotherLayoutIsReordered) {
+  if (!ops::cpu_bf16_convolutions(engine::Device::cpu())) GTEST_SKIP() << "this CPU has no native BF16";
+  const Case c{2, 16, 6, 6, 16, 3, 1, 1, 1, 1, true};
+  const Tensor x64 = testutil::random_tensor({c.n, c.cin, c.h, c.w}, 2200);
+  const Tensor w64 = testutil::random_tensor({c.cout, c.cin, c.k, c.k}, 2201);
+  const Tensor g64 = testutil::random_tensor({c.n, c.cout, c.h, c.w}, 2202);
+  Tensor xr = bf16_rounded(x64), wr = w64.detach().clone(), br = Tensor::zeros({c.cout}, DType::F64);
+  wr.set_requires_grad(true);
+  br.set_requires_grad(true);
+  run(c, xr, wr, br).backward(bf16_rounded(g64));
+  kernels::Conv2dShape s{};
+  s.n = c.n, s.c_in = c.cin, s.h = c.h, s.w = c.w, s.c_out = c.cout, s.kh = s.kw = c.k;
+  s.stride_h = s.stride_w = 1, s.pad_h = s.pad_w = 1, s.dil_h = s.dil_w = 1, s.groups = 1;
+  s.h_out = c.h, s.w_out = c.w, s.src_block = s.dst_block = 8, s.bf16 = 1, s.x_bf16 = 1;
+  const Tensor xk = ops::to_blocked(x64.to(DType::F32), 8).to(DType::BF16).contiguous();  // the kept copy
+  const Tensor dy = ops::to_blocked(g64.to(DType::F32), 8).contiguous();
+  const Tensor w = w64.to(DType::F32).contiguous();
+  Tensor dw = Tensor::empty(w.shape(), DType::F32), db = Tensor::empty({c.cout}, DType::F32);
+  auto k = engine::kernel(kernels::kConv2dBackward, DType::F32, engine::Device::cpu());
+  for (int call = 0; call < 2; ++call) {  // the second call reuses the cached entry and its buffers
+    k.fn(k.ctx, s, DType::F32, xk.data_ptr(), dy.data_ptr(), w.data_ptr(), nullptr, dw.data_ptr(), db.data_ptr(),
+         nullptr);
+    EXPECT_TRUE(testutil::all_close(dw, wr.grad(), 1e-5, 1e-4)) << "call " << call;
+    EXPECT_TRUE(testutil::all_close(db, br.grad(), 1e-5, 1e-4)) << "call " << call;
   }
 }
 

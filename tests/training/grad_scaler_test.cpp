@@ -357,6 +357,7 @@ TEST(GradScaler, AmpModeIsCudaOnlyButCpuBf16) {
   EXPECT_NE(why.find("convolutions in BF16"), std::string::npos) << why;
   EXPECT_EQ(resolve_amp_mode("fp16", false, &why, true), AmpMode::Off);
   EXPECT_NE(why.find("CUDA-only"), std::string::npos) << why;
+  EXPECT_NE(why.find("--amp bf16"), std::string::npos) << why;  // points to what this CPU can do
   EXPECT_EQ(resolve_amp_mode("auto", false, &why, true), AmpMode::Off);
   EXPECT_TRUE(why.empty());
   EXPECT_THROW(resolve_amp_mode("fp8", true, &why), engine::ConfigError);
