@@ -91,43 +91,43 @@ void record_conv_backward(const kernels::Conv2dShape& s, const Tensor& x, const 
   if (!engine::autograd::needs_grad({x, w, bias})) return;
   const Tensor &y = run.y, &wc = run.wc;
   const bool need_x = x.requires_grad(), need_w = w.requires_grad(), need_b = bias.defined() && bias.requires_grad();
-  // The backward weights reads x: the forward's BF16 copy when it kept one (x_bf16), else xc.
-  const Tensor xc = run.xk.defined() ? run.xk : run.xc;
+  // The backward weights reads x_dw: the forward's BF16 copy of x when it kept one (x_bf16), else xc.
+  const Tensor x_dw = run.xk.defined() ? run.xk : run.xc;
   kernels::Conv2dShape sb = s;
   sb.x_bf16 = run.xk.defined() ? 1 : 0;
   const engine::DType dt = run.xc.dtype();
   const engine::Shape x_shape = run.xc.shape();
   engine::autograd::record_fn(
       "Conv2dBackward", {x, w, bias}, {y},
-      [s = sb, xc, wc, dt, x_shape, need_x, need_w, need_b](const std::vector<Tensor>& g) {
+      [s = sb, x_dw, wc, dt, x_shape, need_x, need_w, need_b](const std::vector<Tensor>& g) {
         if (!g[0].defined()) return std::vector<Tensor>{Tensor(), Tensor(), Tensor()};
         Tensor dy = engine::contiguous_nograd(g[0].to(dt));
         Tensor dx, dw, db;
-        const engine::Backend& be = engine::backend(xc.device().type);
+        const engine::Backend& be = engine::backend(x_dw.device().type);
         if (be.supports(kernels::kConv2dBackward, dt)) {  // both directions in one call
-          auto k = engine::kernel(kernels::kConv2dBackward, dt, xc.device());
-          if (need_x) dx = Tensor::empty(x_shape, dt, xc.device());
+          auto k = engine::kernel(kernels::kConv2dBackward, dt, x_dw.device());
+          if (need_x) dx = Tensor::empty(x_shape, dt, x_dw.device());
           if (need_w || need_b) dw = Tensor::empty(wc.shape(), dt, wc.device());
           if (need_b) db = Tensor::empty({s.c_out}, dt, wc.device());
-          k.fn(k.ctx, s, dt, xc.data_ptr(), dy.data_ptr(), wc.data_ptr(), need_x ? dx.data_ptr() : nullptr,
+          k.fn(k.ctx, s, dt, x_dw.data_ptr(), dy.data_ptr(), wc.data_ptr(), need_x ? dx.data_ptr() : nullptr,
                dw.defined() ? dw.data_ptr() : nullptr, need_b ? db.data_ptr() : nullptr, wc.storage()->derived());
           if (!need_w) dw = Tensor();
           return std::vector<Tensor>{dx, dw, db};
         }
         Y9_CHECK(!s.x_bf16, "conv2d backward: a kept BF16 x needs the backend's kConv2dBackward");
         if (need_x) {
-          auto kd = engine::kernel(kernels::kConv2dBackwardData, dt, xc.device());
-          dx = Tensor::empty(x_shape, dt, xc.device());
+          auto kd = engine::kernel(kernels::kConv2dBackwardData, dt, x_dw.device());
+          dx = Tensor::empty(x_shape, dt, x_dw.device());
           // The weight's storage is still frozen when it was at the forward (Optimizer::step thaws
           // it, after the backward): its kept layouts serve here too.
           kd.fn(kd.ctx, s, dt, dy.data_ptr(), wc.data_ptr(), dx.data_ptr(), wc.storage()->derived());
         }
         if (need_w || need_b) {
           // One pass computes both; the weight buffer is scratch when only the bias is needed.
-          auto kw = engine::kernel(kernels::kConv2dBackwardWeights, dt, xc.device());
+          auto kw = engine::kernel(kernels::kConv2dBackwardWeights, dt, x_dw.device());
           dw = Tensor::empty(wc.shape(), dt, wc.device());
           if (need_b) db = Tensor::empty({s.c_out}, dt, wc.device());
-          kw.fn(kw.ctx, s, dt, xc.data_ptr(), dy.data_ptr(), dw.data_ptr(), need_b ? db.data_ptr() : nullptr);
+          kw.fn(kw.ctx, s, dt, x_dw.data_ptr(), dy.data_ptr(), dw.data_ptr(), need_b ? db.data_ptr() : nullptr);
           if (!need_w) dw = Tensor();
         }
         return std::vector<Tensor>{dx, dw, db};

@@ -12,6 +12,7 @@
 #include "kernels/common/blocked.h"
 #include "kernels/common/spatial.h"
 #include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/onednn_isa.h"
 
 namespace kernels::cpu {
 
@@ -32,12 +33,9 @@ int64_t preferred_block(DeviceContext&) {
       const std::string v(e);
       if (v == "0" || v == "8" || v == "16") return static_cast<int64_t>(std::stoi(v));
     }
-    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
-    const auto has = [isa](dnnl::cpu_isa want) {
-      const auto w = static_cast<unsigned>(want);
-      return (isa & w) == w;
-    };
-    return has(dnnl::cpu_isa::avx512_core) ? int64_t(16) : has(dnnl::cpu_isa::avx2) ? int64_t(8) : int64_t(0);
+    return onednn_isa_has(dnnl::cpu_isa::avx512_core) ? int64_t(16)
+           : onednn_isa_has(dnnl::cpu_isa::avx2)      ? int64_t(8)
+                                                      : int64_t(0);
   }();
   return block;
 }

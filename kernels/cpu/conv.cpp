@@ -28,6 +28,7 @@
 #include "engine/allocator.h"
 #include "engine/error.h"
 #include "kernels/common/conv.h"
+#include "kernels/cpu/onednn_isa.h"
 
 namespace kernels::cpu {
 
@@ -77,8 +78,8 @@ struct Mds {
 /// operands too (tag::any; the user's blocked buffers are then reordered), used where the fixed
 /// blocked layout would select oneDNN's reference kernel (see cached()).
 /// `types`: the data types of the operands the primitive computes with (src, weights, dst; the
-/// `_any` descriptors), all F32 unless the convolution runs in BF16 (Conv2dShape::bf16,
-/// bf16_types()); the user layouts (src, wei, bias, dst) are F32 always, and a reorder converts.
+/// `_any` descriptors), all F32 unless the convolution runs in BF16 (Conv2dShape::bf16: the
+/// direction's kBf16* types below); the user layouts (src, wei, bias, dst) are F32 always, and a reorder converts.
 using Types = std::array<memory::data_type, 3>;
 constexpr Types kF32Types{memory::data_type::f32, memory::data_type::f32, memory::data_type::f32};
 
@@ -90,7 +91,6 @@ constexpr auto kBf16 = memory::data_type::bf16, kF32 = memory::data_type::f32;
 constexpr Types kBf16Forward{kBf16, kBf16, kF32};
 constexpr Types kBf16BackwardData{kF32, kBf16, kBf16};
 constexpr Types kBf16BackwardWeights{kBf16, kF32, kBf16};
-
 
 Mds make_mds(const Conv2dShape& s, bool relaxed = false, const Types& types = kF32Types) {
   Mds m;
@@ -993,16 +993,10 @@ void conv2d_backward(engine::DeviceContext& ctx, const Conv2dShape& s, engine::D
                                    static_cast<float*>(dw), static_cast<float*>(dbias), &dy_conv);
 }
 
-/// kConv2dBf16Math: oneDNN's effective ISA has native BF16 (cpu_isa values are bit sets).
+/// kConv2dBf16Math: oneDNN's effective ISA has native BF16.
 bool bf16_math(engine::DeviceContext&) {
-  static const bool native = [] {
-    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
-    const auto has = [isa](dnnl::cpu_isa want) {
-      const auto w = static_cast<unsigned>(want);
-      return (isa & w) == w;
-    };
-    return has(dnnl::cpu_isa::avx512_core_bf16) || has(dnnl::cpu_isa::avx512_core_amx);
-  }();
+  static const bool native =
+      onednn_isa_has(dnnl::cpu_isa::avx512_core_bf16) || onednn_isa_has(dnnl::cpu_isa::avx512_core_amx);
   return native;
 }
 
