@@ -71,16 +71,21 @@ bool cpu_bf16() {
   return yes;
 }
 
-/// Whether the file at `path` contains `text`.
-bool file_contains(const std::string& path, const std::string& text) {
-  std::FILE* f = std::fopen(path.c_str(), "r");
-  if (!f) return false;
+/// The contents of the file at `path` (empty when it cannot be read).
+std::string read_text(const std::string& path) {
   std::string all;
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  if (!f) return all;
   char buf[4096];
   size_t n = 0;
   while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) all.append(buf, n);
   std::fclose(f);
-  return all.find(text) != std::string::npos;
+  return all;
+}
+
+/// Whether the file at `path` contains `text`.
+bool file_contains(const std::string& path, const std::string& text) {
+  return read_text(path).find(text) != std::string::npos;
 }
 
 void BM_TrainEpochYolov9tCoco128(benchmark::State& state) {
@@ -150,14 +155,7 @@ void BM_TrainStep(benchmark::State& state) {
                             " --epochs 1 --weights '' --workers 2 --benchmark " + std::to_string(kSteps) +
                             " --benchmark-data synthetic --project " + data + "/runs --name " + name +
                             " --exist-ok" + extra + " > " + log + " 2>&1";
-    std::string text;
-    if (std::system(cmd.c_str()) != 0) return text;
-    std::FILE* f = std::fopen(log.c_str(), "r");
-    char buf[4096];
-    size_t n = 0;
-    while (f && (n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
-    if (f) std::fclose(f);
-    return text;
+    return std::system(cmd.c_str()) == 0 ? read_text(log) : std::string();
   };
   std::string text, bf16;
   for (auto _ : state) {
