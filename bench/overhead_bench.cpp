@@ -8,7 +8,8 @@
 //   BM_DetectBatch1/m one 640 x 480 BGR uint8 image through training::detect_image, the whole
 //                     detect pipeline (letterbox, BGR -> RGB planes / 255, the predictor, NMS at
 //                     detect's thresholds, boxes back to the image); counter batch1_over_batch32 =
-//                     this time / BM_ValBatch32's time per image of the same model (run first).
+//                     this time / BM_ValBatch32's time per image of the same model (run first);
+//                     model_ms and nms_ms: the model's and NMS's parts of it (ImageDetections).
 // Both count sys_allocs_per_pass: allocations per iteration that reached the system (the CPU
 // allocator's misses; engine/allocator.h), small ones included; the predictor's inference arena
 // (engine/cpu_cache.h) makes that 0 once warm while its cap holds a pass's freed blocks.
@@ -31,10 +32,12 @@
 #include "apps/training/predictor.h"
 #include "bench/official_baseline.h"
 #include "engine/allocator.h"
+#include "engine/autograd.h"
 #include "engine/tensor.h"
 #include "graph/fuse.h"
 #include "graph/model.h"
 #include "ops/nms.h"
+#include "ops/ops.h"
 
 namespace {
 
@@ -110,18 +113,52 @@ void BM_DetectBatch1(benchmark::State& st) {
   for (int i = 0; i < 2; ++i)  // warm-up: oneDNN primitives, buffers
     benchmark::DoNotOptimize(training::detect_image(predictor, im0, nms, kModels[m].imgsz, engine::Device::cpu()).h);
   const int64_t misses0 = engine::cpu_allocator()->stats().num_misses;
+  double inf_s = 0, nms_s = 0;
   const auto t0 = std::chrono::steady_clock::now();
-  for (auto _ : st)
-    benchmark::DoNotOptimize(training::detect_image(predictor, im0, nms, kModels[m].imgsz, engine::Device::cpu()).h);
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
-                    static_cast<double>(st.iterations());
+  for (auto _ : st) {
+    const training::ImageDetections r = training::detect_image(predictor, im0, nms, kModels[m].imgsz, engine::Device::cpu());
+    inf_s += r.inf_s;
+    nms_s += r.nms_s;
+  }
+  const double n = static_cast<double>(st.iterations());
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / n;
   st.counters["ms_per_image"] = ms;
+  // The model's and NMS's shares (ImageDetections::inf_s, nms_s); the rest is the letterbox and
+  // the conversion to RGB planes.
+  st.counters["model_ms"] = inf_s * 1e3 / n;
+  st.counters["nms_ms"] = nms_s * 1e3 / n;
   st.counters["sys_allocs_per_pass"] = static_cast<double>(engine::cpu_allocator()->stats().num_misses - misses0) /
                                        static_cast<double>(st.iterations());
   st.counters["arena_cached_MiB"] = static_cast<double>(engine::cpu_allocator()->stats().cached_bytes) / (1 << 20);
   if (auto it = g_val_ms_per_image.find(m); it != g_val_ms_per_image.end())
     st.counters["batch1_over_batch32"] = ms / it->second;
   st.SetLabel(label(m, 1));
+}
+
+/// The fixed cost of one op at batch 1 (issue 15 (d)): the time per call of ops that do almost no
+/// arithmetic, on the blocked layout of a batch-1 inference pass. range(0): 0 a 1x1 convolution +
+/// bias + SiLU, 16 -> 16 channels on a 1x1 map (one oneDNN primitive); 1 the same, 3x3 on 4x3 (the
+/// smallest of gelan-t's RepNBottleneck convolutions at 128 px); 2 a residual add of [1, 16, 4, 3]
+/// blocked maps; range(1): threads. Counter us_per_call.
+void BM_PerOpOverhead(benchmark::State& st) {
+  const int64_t op = st.range(0);
+  omp_set_num_threads(static_cast<int>(st.range(1)));
+  engine::autograd::NoGradGuard ng;
+  const int64_t c = 16, h = op == 0 ? 1 : 4, w = op == 0 ? 1 : 3, k = op == 1 ? 3 : 1;
+  const Tensor x = ops::to_blocked(Tensor::full({1, c, h, w}, 0.25), 16);
+  const Tensor wt = Tensor::full({c, c, k, k}, 0.01), b = Tensor::full({c}, 0.1);
+  const auto call = [&] {
+    if (op == 2) return ops::add(x, x);
+    return ops::conv2d_blocked(x, wt, b, {1, 1}, {k / 2, k / 2}, {1, 1}, 1, true, 16);
+  };
+  benchmark::DoNotOptimize(call().data_ptr());  // warm-up: the primitive
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto _ : st) benchmark::DoNotOptimize(call().data_ptr());
+  st.counters["us_per_call"] = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
+                               static_cast<double>(st.iterations());
+  static const char* const kNames[] = {"conv 1x1 + SiLU, 16 ch, 1x1 map", "conv 3x3 + SiLU, 16 ch, 4x3 map",
+                                       "add, 16 ch, 4x3 map"};
+  st.SetLabel(std::string(kNames[op]) + ", " + std::to_string(st.range(1)) + " threads");
 }
 
 void apply(benchmark::internal::Benchmark* b, int n) {
@@ -133,5 +170,6 @@ void apply(benchmark::internal::Benchmark* b, int n) {
 // Batch 32 first: the batch-1 benchmark of the same model reads its time per image.
 BENCHMARK(BM_ValBatch32)->Apply([](auto* b) { apply(b, std::max(1, iters() / 10)); });
 BENCHMARK(BM_DetectBatch1)->Apply([](auto* b) { apply(b, iters()); });
+BENCHMARK(BM_PerOpOverhead)->ArgsProduct({{0, 1, 2}, {1, 2}})->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 BENCHMARK_MAIN();

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <opencv2/core/utility.hpp>
 #include <opencv2/imgproc.hpp>
 
 #include "engine/error.h"
@@ -76,6 +77,14 @@ kernels::LetterboxSample letterbox_sample(const LetterboxGeometry& g, int h, int
   s.nw = g.nw, s.nh = g.nh;
   s.top = g.top, s.left = g.left;
   return s;
+}
+
+void opencv_single_threaded() {
+  static const bool done = [] {
+    cv::setNumThreads(0);
+    return true;
+  }();
+  (void)done;
 }
 
 }  // namespace io

@@ -45,4 +45,11 @@ LetterboxResult letterbox(const cv::Mat& im, int new_h, int new_w, bool auto_pad
 /// augmentation's non-mosaic samples (io/augment_device.cpp) and `detect --device` (detector.cpp).
 kernels::LetterboxSample letterbox_sample(const LetterboxGeometry& g, int h, int w, int64_t off, int64_t step);
 
+/// cv::setNumThreads(0), once per process, as the official utils/dataloaders.py does at import
+/// (train, val and detect all import it): OpenCV then runs its functions on the calling thread. Its
+/// pool (TBB in Debian's build) would otherwise fan a small resize out onto threads that compete
+/// with the engine's OpenMP threads for the same cores. Called by DataLoader's constructor and by
+/// detection; thread-safe.
+void opencv_single_threaded();
+
 }  // namespace io

@@ -99,12 +99,7 @@ DataLoader::DataLoader(std::shared_ptr<const AugmentedDataset> ds, LoaderOptions
   Y9_CHECK(opts_.epochs >= 0, "DataLoader: epochs must be >= 0 (0 = unbounded)");
   Y9_CHECK(opts_.world_size > 0 && opts_.rank >= 0 && opts_.rank < opts_.world_size, "DataLoader: rank ",
            opts_.rank, " not in [0, ", opts_.world_size, ")");
-  // Official dataloaders.py: cv2.setNumThreads(0) at import (process-wide, once).
-  static const bool cv_single_threaded = [] {
-    cv::setNumThreads(0);
-    return true;
-  }();
-  (void)cv_single_threaded;
+  opencv_single_threaded();  // official dataloaders.py: cv2.setNumThreads(0) at import
   opts_.batch_size = static_cast<int>(std::min<int64_t>(opts_.batch_size, ds_->size()));  // official min(batch, n)
   if (ds_->options().rect) opts_.shuffle = false;
   per_rank_ = (ds_->size() + opts_.world_size - 1) / opts_.world_size;  // distributed_indices' length

@@ -326,6 +326,7 @@ class DetectRun {
 
 ImageDetections detect_image(const Predictor& predictor, const cv::Mat& im0, const ops::NmsOptions& nms, int imgsz,
                              engine::Device device, const std::string& path, io::PlanesBuffer* planes) {
+  io::opencv_single_threaded();  // as the official detect_dual.py, through its import of dataloaders.py
   ImageDetections r;
   Y9_CHECK_T(engine::IoError, !im0.empty() && im0.type() == CV_8UC3, "detect: ", path.empty() ? "image" : path,
              " is not a non-empty 8-bit 3-channel image");

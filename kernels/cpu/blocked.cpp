@@ -3,11 +3,15 @@
 // the backward of average pooling and upsampling. The lanes of a block are the innermost loop, so
 // each window step is one vector operation over B channels.
 #include <algorithm>
+#include <type_traits>
 #include <cstdlib>
 #include <limits>
 #include <string>
 
 #include <oneapi/dnnl/dnnl.hpp>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 
 #include "kernels/common/blocked.h"
 #include "kernels/common/spatial.h"
@@ -102,14 +106,89 @@ void pool_row(const T* xp, const BlockedPlane& g, bool max, int64_t k, int64_t s
   }
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+/// pool_row for F32 blocks of 16 (AVX-512) or 8 (AVX2) lanes, one vector per pixel: per lane the
+/// same compares (max_pool_takes: greater, or NaN), the same adds in the same order and the same
+/// multiply as pool_row, so the bits are the same. The compiler leaves pool_row's lane loops
+/// scalar at the baseline ISA, and batch-1 inference pools small maps on one thread.
+__attribute__((target("avx512f"))) void pool_row_avx512(const float* xp, const BlockedPlane* gp, bool max, int64_t k,
+                                                         int64_t stride, int64_t pad, float inv, int64_t oh, float* yp) {
+  const BlockedPlane g = *gp;
+  const int64_t h0 = pool_window_begin(oh, stride, pad), h1 = pool_window_end(oh, k, stride, pad, g.h);
+  const __m512 init = _mm512_set1_ps(max ? -std::numeric_limits<float>::infinity() : 0.f);
+  for (int64_t ow = 0; ow < g.wo; ++ow) {
+    const int64_t w0 = pool_window_begin(ow, stride, pad), w1 = pool_window_end(ow, k, stride, pad, g.w);
+    __m512 acc = init;
+    for (int64_t h = h0; h < h1; ++h)
+      for (int64_t w = w0; w < w1; ++w) {
+        const __m512 v = _mm512_loadu_ps(xp + (h * g.w + w) * 16);
+        if (max) {
+          const __mmask16 take = _mm512_cmp_ps_mask(v, acc, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+          acc = _mm512_mask_blend_ps(take, acc, v);
+        } else {
+          acc = _mm512_add_ps(acc, v);
+        }
+      }
+    if (!max) acc = _mm512_mul_ps(acc, _mm512_set1_ps(inv));
+    _mm512_storeu_ps(yp + (oh * g.wo + ow) * 16, acc);
+  }
+}
+__attribute__((target("avx2"))) void pool_row_avx2(const float* xp, const BlockedPlane* gp, bool max, int64_t k,
+                                                    int64_t stride, int64_t pad, float inv, int64_t oh, float* yp) {
+  const BlockedPlane g = *gp;
+  const int64_t h0 = pool_window_begin(oh, stride, pad), h1 = pool_window_end(oh, k, stride, pad, g.h);
+  const __m256 init = _mm256_set1_ps(max ? -std::numeric_limits<float>::infinity() : 0.f);
+  for (int64_t ow = 0; ow < g.wo; ++ow) {
+    const int64_t w0 = pool_window_begin(ow, stride, pad), w1 = pool_window_end(ow, k, stride, pad, g.w);
+    __m256 acc = init;
+    for (int64_t h = h0; h < h1; ++h)
+      for (int64_t w = w0; w < w1; ++w) {
+        const __m256 v = _mm256_loadu_ps(xp + (h * g.w + w) * 8);
+        if (max) {
+          const __m256 take = _mm256_or_ps(_mm256_cmp_ps(v, acc, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+          acc = _mm256_blendv_ps(acc, v, take);
+        } else {
+          acc = _mm256_add_ps(acc, v);
+        }
+      }
+    if (!max) acc = _mm256_mul_ps(acc, _mm256_set1_ps(inv));
+    _mm256_storeu_ps(yp + (oh * g.wo + ow) * 8, acc);
+  }
+}
+#endif
+
+using PoolRowF32 = void (*)(const float*, const BlockedPlane*, bool, int64_t, int64_t, int64_t, float, int64_t, float*);
+
+/// The vector pool_row for F32 blocks of B lanes on this CPU, or nullptr (the scalar pool_row).
+template <typename T, int B>
+PoolRowF32 vector_pool_row() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if constexpr (std::is_same_v<T, float>) {
+    static const bool avx512 = __builtin_cpu_supports("avx512f"), avx2 = __builtin_cpu_supports("avx2");
+    if (B == 16 && avx512) return &pool_row_avx512;
+    if (B == 8 && avx2) return &pool_row_avx2;
+  }
+#endif
+  return nullptr;
+}
+
 template <typename T, int B>
 void pool_planes(const T* x, const BlockedPlane& g, bool max, int64_t k, int64_t stride, int64_t pad, T* y) {
   const int64_t planes = g.n * g.cb;
   const T inv = T(1) / static_cast<T>(k * k);
+  const PoolRowF32 vec = vector_pool_row<T, B>();
 #pragma omp parallel for collapse(2) schedule(static) if (par_for(planes * g.ho * g.wo * g.block * k * k))
   for (int64_t p = 0; p < planes; ++p)
-    for (int64_t oh = 0; oh < g.ho; ++oh)
-      pool_row<T, B>(x + p * g.h * g.w * g.block, g, max, k, stride, pad, inv, oh, y + p * g.ho * g.wo * g.block);
+    for (int64_t oh = 0; oh < g.ho; ++oh) {
+      const T* xp = x + p * g.h * g.w * g.block;
+      T* yp = y + p * g.ho * g.wo * g.block;
+      if constexpr (std::is_same_v<T, float>)
+        if (vec) {
+          vec(xp, &g, max, k, stride, pad, inv, oh, yp);
+          continue;
+        }
+      pool_row<T, B>(xp, g, max, k, stride, pad, inv, oh, yp);
+    }
 }
 
 void pool_fwd(DeviceContext&, DType dt, const void* x, const BlockedPlane& g, bool max, int64_t k, int64_t stride,

@@ -141,7 +141,17 @@ struct CachedReorder {
   memory::desc want;
   std::optional<dnnl::reorder> prim;
   memory::desc scratch;
+  /// A small F32 NCHW <-> NHWC reorder (1: to NHWC, 2: to NCHW) of [n, c, hw], run as a plain
+  /// transposition instead of prim: the plain operands of convolutions that oneDNN runs channels-
+  /// last (brgconv: channel counts off the blocked layout's block, 24 in gelan-t), where the
+  /// primitive call costs more than the copy at batch 1. A copy either way: the same bits.
+  int transpose = 0;
+  int64_t n = 0, c = 0, hw = 0;
 };
+
+/// Elements up to which an NCHW <-> NHWC reorder is a CachedReorder::transpose (larger ones keep
+/// oneDNN's multithreaded reorder).
+constexpr int64_t kTransposeMaxElems = int64_t(1) << 14;
 
 /// The reorder of one operand between the user's layout `user` and the primitive's `want`: from
 /// user to want for an input (`user_to_want`), from want to user for an output; no primitive when
@@ -156,7 +166,30 @@ CachedReorder make_reorder(const dnnl::engine& eng, const memory::desc& user, co
   dnnl::reorder::primitive_desc pd(eng, from, eng, to, user_scratchpad_attr());
   r.prim.emplace(pd);
   r.scratch = pd.scratchpad_desc();
+  const memory::dims d = from.dims();
+  if (d.size() == 4 && d[0] * d[1] * d[2] * d[3] <= kTransposeMaxElems && from.data_type() == memory::data_type::f32 &&
+      to.data_type() == memory::data_type::f32) {
+    const auto f32 = memory::data_type::f32;
+    const memory::desc nchw(d, f32, tag::nchw), nhwc(d, f32, tag::nhwc);
+    r.transpose = from == nchw && to == nhwc ? 1 : from == nhwc && to == nchw ? 2 : 0;
+    r.n = d[0];
+    r.c = d[1];
+    r.hw = d[2] * d[3];
+  }
   return r;
+}
+
+/// CachedReorder::transpose from `x` to `y`: [n, c, hw] -> [n, hw, c] (1) or back (2).
+void transpose_nchw(const CachedReorder& r, const float* x, float* y) {
+  const int64_t c = r.c, hw = r.hw;
+  for (int64_t b = 0; b < r.n; ++b, x += c * hw, y += c * hw)
+    if (r.transpose == 1) {
+      for (int64_t i = 0; i < hw; ++i)
+        for (int64_t k = 0; k < c; ++k) y[i * c + k] = x[k * hw + i];
+    } else {
+      for (int64_t k = 0; k < c; ++k)
+        for (int64_t i = 0; i < hw; ++i) y[k * hw + i] = x[i * c + k];
+    }
 }
 
 /// A primitive descriptor, the primitive built from it, the memory descriptors of its geometry
@@ -291,6 +324,10 @@ void execute(const dnnl::primitive& prim, const memory::desc& scratch, const dnn
 
 /// Runs the reorder `r` from `from` to `to` on the thread's stream.
 void run_reorder(const CachedReorder& r, const dnnl::engine& eng, ThreadExec& te, const memory& from, const memory& to) {
+  if (r.transpose) {
+    transpose_nchw(r, static_cast<const float*>(from.get_data_handle()), static_cast<float*>(to.get_data_handle()));
+    return;
+  }
   ExecArgs a;
   a.add(DNNL_ARG_FROM, from);
   a.add(DNNL_ARG_TO, to);
@@ -369,9 +406,12 @@ void finish(const memory& produced, const memory& user, const CachedReorder& r, 
 /// The OpenMP threads a convolution of geometry `s` runs on. Inference (direction 3, the fused
 /// conv + bias + SiLU of a folded model) runs on 1 thread when it is small (fewer than kSerialMacs
 /// multiply-accumulates): a small convolution split over threads spends more in the fork, the join
-/// and the imbalance of its few blocks than it gains (measured: gelan-t at 128 px, batch 1, ran
-/// faster on 1 thread than on 2; with this threshold its batch-1 detect went from 13.4 to
-/// 10.3-11.6 ms on 2 threads, against 12.1 ms at 1 Mi MACs). Training (forward, backward data,
+/// and the imbalance of its few blocks than it gains. Measured (overhead_bench, 2 threads): a call
+/// costs about 1.8 us on 1 thread and 2.6 us on 2 before any arithmetic, and a 3x3 16-channel
+/// convolution on a 4x3 map (27 Ki MACs) took 2.8 us on 1 thread against 5.4 us on 2; at about
+/// 35 GMAC/s per core the two meet near 256 Ki MACs. gelan-t's batch-1 detect at 128 px (its
+/// RepNBottleneck convolutions of 110 Ki to 442 Ki MACs) went from 3.5-3.7 ms (medians) at 4 Mi to
+/// 3.0-3.15 ms at 256 Ki, the same as at 0. Training (forward, backward data,
 /// backward weights) always uses every thread: oneDNN's work split, and so the float rounding of
 /// its reductions, depends on the thread count, and training results must not change with the
 /// size of a layer (with the threshold there, the demo's final mAP50-95 moved from 0.294 to 0.179).
@@ -381,7 +421,7 @@ void finish(const memory& produced, const memory& user, const CachedReorder& r, 
 /// (direction 4, at least kWinogradMinMacs) uses every thread: giving the ones under kSerialMacs a
 /// single thread did not move gelan-t's batch-1 detect (4.64 vs 4.59 ms, medians of 8 interleaved
 /// runs, 2 threads).
-constexpr int64_t kSerialMacs = int64_t(4) << 20;
+constexpr int64_t kSerialMacs = int64_t(256) << 10;
 int conv_threads(int direction, const Conv2dShape& s) {
   if (omp_in_parallel()) return 1;
   if (direction != 3) return omp_get_max_threads();

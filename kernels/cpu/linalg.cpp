@@ -64,11 +64,14 @@ void gemm(const double* a, bool ta, int64_t lda, const double* b, bool tb, int64
 
 }  // namespace
 
+/// Softmax forward over the middle dim of [outer, n, inner]. Each task (an inner block of 256) does
+/// its own work, so the split over threads leaves the bits alone; it pays from 4096 elements (the
+/// DFL decode of a batch-1 detect, [1, 16, 4 x anchors], evaluates an exp per element in double).
 template <typename T>
 void softmax_forward_cpu(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, bool log) {
   const int64_t blocks = (inner + kInnerBlock - 1) / kInnerBlock;
   const int64_t tasks = outer * blocks;
-#pragma omp parallel for schedule(static) if (tasks > 1 && outer * n * inner > 32768)
+#pragma omp parallel for schedule(static) if (tasks > 1 && outer * n * inner > 4096)
   for (int64_t t = 0; t < tasks; ++t) {
     const int64_t o = t / blocks, bl = t % blocks;
     const int64_t i0 = bl * kInnerBlock, i1 = std::min(inner, i0 + kInnerBlock);

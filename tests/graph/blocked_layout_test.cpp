@@ -8,8 +8,10 @@
 #include <cmath>
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/autograd.h"
 #include "engine/error.h"
@@ -139,6 +141,46 @@ TEST(BlockedLayout, ConvIntoABlockedSliceAndErrors) {
   EXPECT_THROW(ops::conv2d_blocked_into(Tensor::empty({1, 2, 6, 5, 8}), x, wg, b, {1}, {1}, {1}, 1, true),
                engine::Error);  // writes without autograd
   engine::autograd::set_grad_enabled(false);
+}
+
+// The blocked pooling's vector rows (16 lanes with AVX-512, 8 with AVX2: kernels/cpu/blocked.cpp)
+// give the plain ops' bits: NaN propagates through max pooling (the first NaN of the window, as
+// max_pool_takes), -inf and signed zeros stay as they are, and average pooling sums each window in
+// the same order; on windows clipped by the padding (SPPELAN's 5 x 5 on a 3 x 4 map), stride 2 and
+// stride 1, on one and on several planes.
+TEST(BlockedLayout, PoolingVectorRowsGiveThePlainBits) {
+  engine::autograd::NoGradGuard ng;
+  Tensor x = testutil::random_tensor({2, 48, 5, 7}, 41, -3, 3, DType::F32);
+  {
+    std::vector<float> v = x.to_vector<float>();
+    const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
+    for (size_t i = 0; i < v.size(); i += 37) v[i] = nan;
+    for (size_t i = 5; i < v.size(); i += 53) v[i] = -inf;
+    for (size_t i = 11; i < v.size(); i += 61) v[i] = -0.f;
+    for (size_t i = 17; i < v.size(); i += 71) v[i] = inf;
+    x = Tensor::from_vector(v, x.shape());
+  }
+  struct Case {
+    bool max;
+    int64_t k, stride, pad;
+  };
+  const Case cases[] = {{true, 5, 1, 2}, {true, 3, 2, 1}, {false, 2, 1, 0}, {false, 3, 2, 1}};
+  for (int64_t block : {8, 16})
+    for (const Case& c : cases) {
+      const auto apply = [&](const Tensor& t) {
+        return c.max ? ops::max_pool2d(t, c.k, c.stride, c.pad) : ops::avg_pool2d(t, c.k, c.stride, c.pad);
+      };
+      const Tensor want = apply(x).contiguous();
+      const Tensor got = ops::from_blocked(apply(ops::to_blocked(x, block))).contiguous();
+      EXPECT_TRUE(same_bits(got, want)) << "block " << block << (c.max ? " max" : " avg") << " k " << c.k
+                                        << " stride " << c.stride << " pad " << c.pad;
+      // The NaNs reach the output (a check that the case can fail on a dropped NaN).
+      if (c.max) {
+        bool any_nan = false;
+        for (float v : got.to_vector<float>()) any_nan = any_nan || std::isnan(v);
+        EXPECT_TRUE(any_nan);
+      }
+    }
 }
 
 // In training the blocked convolution and the blocked spatial ops are differentiable: their

@@ -263,9 +263,13 @@ TEST(Conv2dSiLU, FusedInferenceMatchesConvThenSiLU) {
   std::vector<Case> cases(std::begin(kCases), std::end(kCases));
   cases.push_back({2, 32, 20, 20, 64, 3, 2, 1, 1, 1, true});   // blocked JIT kernels, bias
   cases.push_back({1, 64, 10, 10, 48, 1, 1, 0, 1, 1, false});  // 1x1 without bias
+  // gelan-t's 24-channel RepNBottleneck convolutions at 128 px (NCHW operands that oneDNN runs
+  // channels-last: the small reorders are CachedReorder::transpose), at batch 1 and 2.
+  cases.push_back({1, 24, 6, 8, 24, 3, 1, 1, 1, 1, true});
+  cases.push_back({2, 24, 6, 8, 24, 3, 1, 1, 1, 1, true});
   for (const Case& c : cases) {
-    SCOPED_TRACE(testing::Message() << "cin " << c.cin << " k " << c.k << " s " << c.stride << " d " << c.dil
-                                    << " g " << c.groups << " bias " << c.bias);
+    SCOPED_TRACE(testing::Message() << "n " << c.n << " cin " << c.cin << " k " << c.k << " s " << c.stride << " d "
+                                    << c.dil << " g " << c.groups << " bias " << c.bias);
     Tensor x = testutil::random_tensor({c.n, c.cin, c.h, c.w}, seed++, -2, 2);
     Tensor w = testutil::random_tensor({c.cout, c.cin / c.groups, c.k, c.k}, seed++);
     Tensor b = c.bias ? testutil::random_tensor({c.cout}, seed++) : Tensor();
