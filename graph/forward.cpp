@@ -58,6 +58,8 @@ std::atomic<int64_t> g_blocked_forwards{0};
 std::atomic<int> g_blocked_on{-1};  // -1: not read from the environment yet
 std::atomic<int> g_blocked_train_on{-1};
 std::atomic<int> g_winograd_on{-1};
+std::atomic<int> g_head_overlap_on{-1};
+std::atomic<int64_t> g_head_overlaps{0};
 
 /// Sets t_block for a scope (the blocked forward of one model).
 class BlockedScope {
@@ -190,6 +192,12 @@ int64_t blocked_forwards() { return g_blocked_forwards.load(); }
 void set_cpu_winograd(bool on) { g_winograd_on = on ? 1 : 0; }
 
 bool cpu_winograd() { return env_switch(g_winograd_on, "Y9_CPU_WINOGRAD"); }
+
+void set_head_overlap(bool on) { g_head_overlap_on = on ? 1 : 0; }
+
+bool head_overlap() { return env_switch(g_head_overlap_on, "Y9_CPU_HEAD_OVERLAP"); }
+
+int64_t head_overlaps() { return g_head_overlaps.load(); }
 
 // --- leaves and blocks ------------------------------------------------------------------------------
 
@@ -466,11 +474,24 @@ bool Detect::inter_op(const std::vector<Tensor>& xs) const {
   return small ? speedup > 1.2 : speedup >= kInterOpMinSpeedup * threads;
 }
 
+Detect::LevelBuffers Detect::level_buffers(size_t i, const Tensor& x) const {
+  const auto bi = i / static_cast<size_t>(nl), li = i % static_cast<size_t>(nl);
+  const Dims a = out_dims(*box_seq[bi][li], dims_of(x)), c = out_dims(*cls_seq[bi][li], dims_of(x));
+  LevelBuffers r;
+  r.raw = concat_buffer(x, {a, c}, buffer_block(x, {a, c}));
+  r.box = ch_narrow(r.raw, 0, a.c);
+  r.cls = ch_narrow(r.raw, a.c, c.c);
+  return r;
+}
+
+const Sequential& Detect::chain(int64_t k) const {
+  const auto bi = static_cast<size_t>(k / 2 / nl), li = static_cast<size_t>(k / 2 % nl);
+  return k % 2 ? *cls_seq[bi][li] : *box_seq[bi][li];
+}
+
 HeadOutput Detect::forward(const std::vector<Tensor>& xs) const {
   Y9_CHECK_SHAPE(static_cast<int64_t>(xs.size()) == nl * branches, type_name(), ": ", xs.size(), " inputs, expected ",
                  nl * branches);
-  HeadOutput out;
-  out.raw.resize(static_cast<size_t>(branches));
   // Batch-1 inference: each level's chains write their outputs into its raw map in place.
   bool in_place = true;
   for (const Tensor& x : xs) in_place = in_place && concat_in_place(x);
@@ -478,26 +499,24 @@ HeadOutput Detect::forward(const std::vector<Tensor>& xs) const {
   std::vector<Tensor> box_out(n), cls_out(n), raws(n);
   if (in_place)
     for (size_t i = 0; i < n; ++i) {
-      const auto bi = i / static_cast<size_t>(nl), li = i % static_cast<size_t>(nl);
-      const Dims a = out_dims(*box_seq[bi][li], dims_of(xs[i])), c = out_dims(*cls_seq[bi][li], dims_of(xs[i]));
-      raws[i] = concat_buffer(xs[i], {a, c}, buffer_block(xs[i], {a, c}));
-      box_out[i] = ch_narrow(raws[i], 0, a.c);
-      cls_out[i] = ch_narrow(raws[i], a.c, c.c);
+      LevelBuffers b = level_buffers(i, xs[i]);
+      raws[i] = std::move(b.raw);
+      box_out[i] = std::move(b.box);
+      cls_out[i] = std::move(b.cls);
     }
   if (inter_op(xs)) {
     // The 2 x branches x nl conv chains are independent: run them concurrently, one per thread,
     // largest level first (dynamic schedule), class chain (the wider) before box chain.
     std::vector<std::function<void()>> tasks;
     for (int64_t k : chain_order()) {
-      const auto i = static_cast<size_t>(k / 2), bi = static_cast<size_t>(k / 2 / nl),
-                 li = static_cast<size_t>(k / 2 % nl);
+      const auto i = static_cast<size_t>(k / 2);
       Tensor* o = k % 2 ? &cls_out[i] : &box_out[i];
-      const Sequential* chain = k % 2 ? cls_seq[bi][li].get() : box_seq[bi][li].get();
-      tasks.emplace_back([&xs, i, in_place, o, chain] {
+      const Sequential* ch = &chain(k);
+      tasks.emplace_back([&xs, i, in_place, o, ch] {
         if (in_place)
-          chain->forward_into(xs[i], *o);
+          ch->forward_into(xs[i], *o);
         else
-          *o = chain->forward(xs[i]);
+          *o = ch->forward(xs[i]);
       });
     }
     ops::run_concurrently(tasks);
@@ -515,17 +534,25 @@ HeadOutput Detect::forward(const std::vector<Tensor>& xs) const {
       raws[i] = cat_channels({box_seq[bi][li]->forward(xs[i]), cls_seq[bi][li]->forward(xs[i])});
     }
   }
+  return finish(raws, xs[0]);
+}
+
+HeadOutput Detect::finish(const std::vector<Tensor>& raws, const Tensor& x0) const {
+  Y9_CHECK_SHAPE(static_cast<int64_t>(raws.size()) == nl * branches, type_name(), ": ", raws.size(),
+                 " raw maps, expected ", nl * branches);
+  HeadOutput out;
+  out.raw.resize(static_cast<size_t>(branches));
   // The raw maps leave the head plain NCHW (the loss and the decode below read them so).
-  for (size_t i = 0; i < n; ++i) out.raw[i / static_cast<size_t>(nl)].push_back(as_plain(raws[i]));
+  for (size_t i = 0; i < raws.size(); ++i) out.raw[i / static_cast<size_t>(nl)].push_back(as_plain(raws[i]));
   if (training()) return out;
   // Anchors and strides come from branch 0's level shapes (identical for every branch), as
   // [1, 2, A] and [1, 1, A] (official make_anchors(feats, strides, 0.5), transposed).
   std::vector<std::pair<int64_t, int64_t>> level_hw;
   for (const Tensor& r : out.raw[0]) level_hw.emplace_back(r.size(2), r.size(3));
-  const ops::Anchors anc = ops::make_anchors(level_hw, stride, engine::DType::F32, 0.5, xs[0].device());
+  const ops::Anchors anc = ops::make_anchors(level_hw, stride, engine::DType::F32, 0.5, x0.device());
   const Tensor anchors = anc.points.transpose(0, 1).unsqueeze(0).contiguous();
   const Tensor strides = anc.strides.transpose(0, 1).unsqueeze(0).contiguous();
-  const int64_t bsz = xs[0].size(0);
+  const int64_t bsz = x0.size(0);
   for (int b = 0; b < branches; ++b) {
     std::vector<Tensor> flat;
     for (const Tensor& r : out.raw[static_cast<size_t>(b)]) flat.push_back(r.reshape({bsz, no, -1}));
@@ -557,6 +584,35 @@ ModelOutput Model::forward(const Tensor& x, const LayerObserver& observe) {
   return forward_impl(x, observe ? &observe : nullptr);
 }
 
+bool Model::overlap_head(const Tensor& x) const {
+  if (!head_overlap() || training() || engine::autograd::grad_enabled() || !x.device().is_cpu() || x.size(0) != 1 ||
+      ops::concurrent_threads() < 2 || head_->stride.empty() || head_->stride[0] <= 0)
+    return false;
+  // The head's chains run concurrently only on small maps (Detect::inter_op): its largest level
+  // has at most kInterOpMaxPixels cells.
+  const auto cells = [&](int64_t side) { return static_cast<int64_t>(std::ceil(double(side) / head_->stride[0])); };
+  if (cells(x.size(2)) * cells(x.size(3)) > Detect::kInterOpMaxPixels) return false;
+  // The head is the last layer and reads saved outputs of earlier layers.
+  const LayerSpec& H = cfg_.layers.back();
+  if (layers_.back().get() != head_) return false;
+  for (int f : H.from_abs)
+    if (f < 0 || static_cast<size_t>(f) + 1 >= layers_.size()) return false;
+  return true;
+}
+
+namespace {
+
+/// A pause in a spin-wait loop.
+inline void spin_pause() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+}  // namespace
+
 ModelOutput Model::forward_impl(const Tensor& x, const LayerObserver* observe) {
   Y9_CHECK_SHAPE(x.dim() == 4 && x.size(1) == cfg_.ch_in, "Model::forward: expected [B, ", cfg_.ch_in,
                  ", H, W], got ", engine::shape_str(x.shape()));
@@ -567,7 +623,7 @@ ModelOutput Model::forward_impl(const Tensor& x, const LayerObserver* observe) {
   if (block) g_blocked_forwards++;
   std::vector<std::vector<Tensor>> saved(layers_.size());
   std::vector<Tensor> prev{x};
-  for (size_t i = 0; i < layers_.size(); ++i) {
+  const auto run_layer = [&](size_t i) {
     const LayerSpec& L = cfg_.layers[i];
     std::vector<std::vector<Tensor>> in;
     for (int f : L.from_abs) {
@@ -575,15 +631,80 @@ ModelOutput Model::forward_impl(const Tensor& x, const LayerObserver* observe) {
       else if (static_cast<size_t>(f) + 1 == i) in.push_back(prev);
       else in.push_back(saved[static_cast<size_t>(f)]);
     }
-    if (layers_[i].get() == head_) {
-      std::vector<Tensor> xs;
-      for (auto& v : in) xs.push_back(v.at(0));
-      return head_->forward(xs);
-    }
     std::vector<Tensor> y = layers_[i]->run(in);
     if (observe) (*observe)(static_cast<int64_t>(i), *layers_[i], y);
     if (keep_[i]) saved[i] = y;
     prev = std::move(y);
+  };
+  if (!observe && overlap_head(x)) {
+    // Layers up to the head's first input as usual; then the calling thread computes the rest of
+    // the layers while the head's chains start, level by level, as their inputs appear.
+    const std::vector<int>& from = cfg_.layers.back().from_abs;
+    const size_t head_i = layers_.size() - 1, first = static_cast<size_t>(*std::min_element(from.begin(), from.end()));
+    for (size_t i = 0; i <= first; ++i) run_layer(i);
+    const size_t n = from.size();
+    std::vector<Tensor> xs(n);
+    std::vector<Detect::LevelBuffers> bufs(n);
+    std::vector<std::atomic<int>> ready(n);  // 0: not yet, 1: xs[j] and bufs[j] set, -1: failed
+    for (auto& r : ready) r.store(0);
+    // Input j's map and raw buffer, once layer `layer` (the last one run, or a saved one) is done.
+    const auto publish = [&](size_t layer) {
+      for (size_t j = 0; j < n; ++j)
+        if (static_cast<size_t>(from[j]) == layer) {
+          xs[j] = (keep_[layer] ? saved[layer] : prev).at(0);
+          bufs[j] = head_->level_buffers(j, xs[j]);
+          ready[j].store(1, std::memory_order_release);
+        }
+    };
+    for (size_t l = 0; l < first; ++l)
+      if (keep_[l]) publish(l);
+    publish(first);
+    const std::vector<int64_t> order = head_->chain_order();
+    std::atomic<size_t> next{0};
+    // Takes the next chain (in chain_order) until none is left, waiting for its input.
+    const auto chains = [&] {
+      for (size_t t; (t = next.fetch_add(1)) < order.size();) {
+        const int64_t k = order[t];
+        const auto j = static_cast<size_t>(k / 2);
+        int r;
+        while ((r = ready[j].load(std::memory_order_acquire)) == 0) spin_pause();
+        if (r < 0) return;  // the layers failed: their error is rethrown
+        head_->chain(k).forward_into(xs[j], k % 2 ? bufs[j].cls : bufs[j].box);
+      }
+    };
+    ops::run_concurrently({[&] {
+                             BlockedScope s(block);  // this task may run on another thread
+                             try {
+                               for (size_t i = first + 1; i < head_i; ++i) {
+                                 run_layer(i);
+                                 publish(i);
+                               }
+                             } catch (...) {
+                               for (auto& r : ready) {
+                                 int expected = 0;
+                                 r.compare_exchange_strong(expected, -1);
+                               }
+                               throw;
+                             }
+                             chains();
+                           },
+                           chains});
+    g_head_overlaps++;
+    std::vector<Tensor> raws(n);
+    for (size_t j = 0; j < n; ++j) raws[j] = bufs[j].raw;
+    return head_->finish(raws, xs[0]);
+  }
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (layers_[i].get() == head_) {
+      std::vector<Tensor> xs;
+      for (int f : cfg_.layers[i].from_abs) {
+        if (f < 0) xs.push_back(x);
+        else if (static_cast<size_t>(f) + 1 == i) xs.push_back(prev.at(0));
+        else xs.push_back(saved[static_cast<size_t>(f)].at(0));
+      }
+      return head_->forward(xs);
+    }
+    run_layer(i);
   }
   Y9_THROW(engine::InternalError, "Model::forward: no detection head reached");
 }

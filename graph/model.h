@@ -84,6 +84,14 @@ class Model : public Module {
   /// whose raw maps come back plain NCHW: the outputs, and in training the gradients, are those of
   /// the plain forward up to float rounding (oneDNN's blocked convolutions may round differently;
   /// tested).
+  ///
+  /// Batch-1 CPU inference with a concurrent head (Detect::inter_op on small maps) and
+  /// head_overlap() on also overlaps the head with the layers before it: once the input of a
+  /// head level is computed, its box and class chains may start on another thread while the
+  /// calling thread computes the rest, one op at a time on one thread each (the head levels come
+  /// from the neck's last layers, which at batch 1 leave the second thread mostly idle). The
+  /// outputs do not change: the same ops on the same inputs, and a forward convolution's bits do
+  /// not depend on its thread count (Detect::inter_op).
   ModelOutput forward(const Tensor& x);
   /// Whether forward(x) runs in the blocked layout: x is CPU F32, the CPU has a channel block
   /// (ops::channel_block), and blocked_training() is on when the model is in train mode or grad
@@ -101,6 +109,8 @@ class Model : public Module {
 
  private:
   ModelOutput forward_impl(const Tensor& x, const LayerObserver* observe);
+  /// Whether forward_impl(x) overlaps the head with the layers before it (see forward).
+  bool overlap_head(const Tensor& x) const;
   /// Builds the module of one layer spec and appends it (constructor step).
   void build_layer(const LayerSpec& L);
 
@@ -129,6 +139,14 @@ bool cpu_winograd();
 /// How many model forwards ran in the blocked layout so far (process-wide): tests and benchmarks
 /// check that the blocked path ran.
 int64_t blocked_forwards();
+/// Lets a batch-1 CPU inference forward start the detection head's conv chains of a level as
+/// soon as that level's input exists, on the second thread, while the first computes the layers
+/// of the later levels (Model::forward; issue 15 (d)); on unless the environment sets
+/// Y9_CPU_HEAD_OVERLAP=0 (benchmarks and tests compare both).
+void set_head_overlap(bool on);
+bool head_overlap();
+/// How many model forwards overlapped their head so far (process-wide; tests check the path ran).
+int64_t head_overlaps();
 
 /// Re-initialises weights like a freshly built official model: every Conv2d weight and bias
 /// ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (PyTorch kaiming_uniform(a=sqrt(5)) default; fan_in =

@@ -366,6 +366,21 @@ class Detect : public Block {
   /// bias_init(): box biases 1.0, class biases ln(5 / nc / (640/s)^2) (spec 2.16). Needs strides.
   void bias_init();
 
+  // The pieces of forward, for a forward whose levels arrive one at a time (Model::forward's
+  // overlapped head):
+  /// Input i's raw map as one buffer [1, box + class channels, H, W] in x's layout (batch-1
+  /// in-place inference), with the box and class chains' output views into it.
+  struct LevelBuffers {
+    Tensor raw, box, cls;
+  };
+  LevelBuffers level_buffers(size_t i, const Tensor& x) const;
+  /// The conv chain k of chain_order(): input k / 2's box (k even) or class (k odd) Sequential.
+  const Sequential& chain(int64_t k) const;
+  /// The head's output from the raw maps of every input (in xs order; plain or blocked): raw
+  /// plain, and in eval mode decoded (anchors from raws' level sizes). x0 is input 0 (batch size,
+  /// device).
+  HeadOutput finish(const std::vector<Tensor>& raws, const Tensor& x0) const;
+
   int64_t nc, nl, reg_max = 16, no;
   int branches;
   std::vector<double> stride;  ///< pixels per cell of each level (set by the model builder)

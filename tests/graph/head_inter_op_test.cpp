@@ -148,4 +148,68 @@ TEST(HeadInterOp, WholeModelPassMatchesOneThread) {
     EXPECT_TRUE(testutil::all_close(two.decoded[b], one.decoded[b], 1e-4, 1e-4)) << b;
 }
 
+// The overlapped head (graph::Model::forward at batch 1 on 2 threads: a level's chains start on the
+// second thread while the first computes the later levels) returns the bits of the same forward
+// with the head after the layers (graph::set_head_overlap(false)), for a single head (gelan-t) and
+// a dual one (yolov9-t, its levels from two groups of layers), in the blocked layout and in the
+// plain one; and it runs only where it should.
+TEST(HeadInterOp, OverlappedHeadEqualsHeadAfterTheLayers) {
+  struct Restore {
+    ~Restore() {
+      graph::set_head_overlap(true);
+      graph::set_blocked_inference(true);
+    }
+  } restore;
+  const Tensor x = testutil::random_tensor({1, 3, 96, 128}, 7, 0, 1, engine::DType::F32);
+  for (const char* yaml : {"gelan-t.yaml", "yolov9-t.yaml"})
+    for (bool blocked : {true, false}) {
+      SCOPED_TRACE(testing::Message() << yaml << (blocked ? " blocked" : " plain"));
+      Fixture f = make(yaml, 1, 128);
+      graph::set_blocked_inference(blocked);
+      engine::autograd::NoGradGuard ng;
+      Threads two(2);
+      graph::set_head_overlap(false);
+      int64_t overlaps = graph::head_overlaps();
+      const graph::ModelOutput after = f.model->forward(x);
+      EXPECT_EQ(graph::head_overlaps(), overlaps);
+      graph::set_head_overlap(true);
+      for (int rep = 0; rep < 3; ++rep) {  // the schedule varies from run to run; the bits may not
+        overlaps = graph::head_overlaps();
+        const graph::ModelOutput over = f.model->forward(x);
+        EXPECT_EQ(graph::head_overlaps(), overlaps + 1);
+        ASSERT_EQ(after.raw.size(), over.raw.size());
+        for (size_t b = 0; b < after.raw.size(); ++b) {
+          ASSERT_EQ(after.raw[b].size(), over.raw[b].size());
+          for (size_t l = 0; l < after.raw[b].size(); ++l)
+            EXPECT_TRUE(same_bits(after.raw[b][l], over.raw[b][l])) << "raw " << b << "." << l;
+        }
+        ASSERT_EQ(after.decoded.size(), over.decoded.size());
+        for (size_t b = 0; b < after.decoded.size(); ++b)
+          EXPECT_TRUE(same_bits(after.decoded[b], over.decoded[b])) << "decoded " << b;
+      }
+    }
+  // Not at batch 2, on 1 thread, with gradients, in train mode, or on large maps.
+  Fixture f = make("gelan-t.yaml", 1, 128);
+  const auto ran = [&](const Tensor& in, int threads) {
+    Threads t(threads);
+    const int64_t before = graph::head_overlaps();
+    f.model->forward(in);
+    return graph::head_overlaps() > before;
+  };
+  {
+    engine::autograd::NoGradGuard ng;
+    EXPECT_TRUE(ran(x, 2));
+    EXPECT_FALSE(ran(testutil::random_tensor({2, 3, 96, 128}, 8, 0, 1, engine::DType::F32), 2));
+    EXPECT_FALSE(ran(x, 1));
+    EXPECT_FALSE(ran(testutil::random_tensor({1, 3, 320, 320}, 9, 0, 1, engine::DType::F32), 2));  // 40 x 40 cells
+  }
+  EXPECT_FALSE(ran(x, 2));  // grad mode on
+  {
+    engine::autograd::NoGradGuard ng;
+    f.model->train();
+    EXPECT_FALSE(ran(x, 2));
+    f.model->eval();
+  }
+}
+
 }  // namespace
