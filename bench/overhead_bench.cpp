@@ -10,12 +10,14 @@
 //                     detect's thresholds, boxes back to the image); counter batch1_over_batch32 =
 //                     this time / BM_ValBatch32's time per image of the same model (run first);
 //                     model_ms and nms_ms: the model's and NMS's parts of it (ImageDetections).
+// ms_per_image is the median over the iterations (each timed apart: a preemption by another process
+// on a shared host moves one iteration, not the result), mean_ms_per_image the mean.
 // Both count sys_allocs_per_pass: allocations per iteration that reached the system (the CPU
 // allocator's misses; engine/allocator.h), small ones included; the predictor's inference arena
 // (engine/cpu_cache.h) makes that 0 once warm while its cap holds a pass's freed blocks.
 // arena_cached_MiB: the bytes the arena holds unused after the last pass.
 // Env: Y9_OVERHEAD_THREADS (default 2), Y9_OVERHEAD_ITERS (batch-1 iterations, default 20; the
-// batch-32 runs take max(1, that / 10)).
+// batch-32 runs take max(3, that / 10) for gelan-t, max(1, that / 10) for yolov9-s).
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
@@ -23,6 +25,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <numeric>
+#include <algorithm>
+#include <vector>
 #include <memory>
 #include <string>
 
@@ -68,6 +73,26 @@ graph::Model& model(int64_t m) {
 
 std::map<int64_t, double> g_val_ms_per_image;
 
+/// Per-iteration times, in ms per image.
+class IterationTimes {
+ public:
+  /// Records the iteration that started at t0 (now - t0), over `images` images.
+  void add(std::chrono::steady_clock::time_point t0, double images) {
+    ms_.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / images);
+  }
+  double median() const {
+    std::vector<double> v = ms_;
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    const size_t h = v.size() / 2;
+    return v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
+  }
+  double mean() const { return ms_.empty() ? 0 : std::accumulate(ms_.begin(), ms_.end(), 0.0) / static_cast<double>(ms_.size()); }
+
+ private:
+  std::vector<double> ms_;
+};
+
 std::string label(int64_t m, int64_t batch) {
   return std::string(kModels[m].yaml) + " fused @" + std::to_string(kModels[m].imgsz) + ", batch " +
          std::to_string(batch) + ", " + std::to_string(threads()) + " threads";
@@ -87,12 +112,16 @@ void BM_ValBatch32(benchmark::State& st) {
   const io::Batch batch;
   benchmark::DoNotOptimize(ops::non_max_suppression(predictor(x, batch), nms).size());  // warm-up
   const int64_t misses0 = engine::cpu_allocator()->stats().num_misses;
-  const auto t0 = std::chrono::steady_clock::now();
-  for (auto _ : st) benchmark::DoNotOptimize(ops::non_max_suppression(predictor(x, batch), nms).size());
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
-                    static_cast<double>(st.iterations()) / static_cast<double>(kValBatch);
+  IterationTimes times;
+  for (auto _ : st) {
+    const auto t0 = std::chrono::steady_clock::now();
+    benchmark::DoNotOptimize(ops::non_max_suppression(predictor(x, batch), nms).size());
+    times.add(t0, static_cast<double>(kValBatch));
+  }
+  const double ms = times.median();
   g_val_ms_per_image[m] = ms;
   st.counters["ms_per_image"] = ms;
+  st.counters["mean_ms_per_image"] = times.mean();
   st.counters["sys_allocs_per_pass"] = static_cast<double>(engine::cpu_allocator()->stats().num_misses - misses0) /
                                        static_cast<double>(st.iterations());
   st.counters["arena_cached_MiB"] = static_cast<double>(engine::cpu_allocator()->stats().cached_bytes) / (1 << 20);
@@ -114,15 +143,18 @@ void BM_DetectBatch1(benchmark::State& st) {
     benchmark::DoNotOptimize(training::detect_image(predictor, im0, nms, kModels[m].imgsz, engine::Device::cpu()).h);
   const int64_t misses0 = engine::cpu_allocator()->stats().num_misses;
   double inf_s = 0, nms_s = 0;
-  const auto t0 = std::chrono::steady_clock::now();
+  IterationTimes times;
   for (auto _ : st) {
+    const auto t0 = std::chrono::steady_clock::now();
     const training::ImageDetections r = training::detect_image(predictor, im0, nms, kModels[m].imgsz, engine::Device::cpu());
+    times.add(t0, 1.0);
     inf_s += r.inf_s;
     nms_s += r.nms_s;
   }
   const double n = static_cast<double>(st.iterations());
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / n;
+  const double ms = times.median();
   st.counters["ms_per_image"] = ms;
+  st.counters["mean_ms_per_image"] = times.mean();
   // The model's and NMS's shares (ImageDetections::inf_s, nms_s); the rest is the letterbox and
   // the conversion to RGB planes.
   st.counters["model_ms"] = inf_s * 1e3 / n;
@@ -168,7 +200,9 @@ void apply(benchmark::internal::Benchmark* b, int n) {
 }  // namespace
 
 // Batch 32 first: the batch-1 benchmark of the same model reads its time per image.
-BENCHMARK(BM_ValBatch32)->Apply([](auto* b) { apply(b, std::max(1, iters() / 10)); });
+// (one registration per model: the iteration count is per registration)
+BENCHMARK(BM_ValBatch32)->Arg(0)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(std::max(3, iters() / 10));
+BENCHMARK(BM_ValBatch32)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(std::max(1, iters() / 10));
 BENCHMARK(BM_DetectBatch1)->Apply([](auto* b) { apply(b, iters()); });
 BENCHMARK(BM_PerOpOverhead)->ArgsProduct({{0, 1, 2}, {1, 2}})->Unit(benchmark::kMicrosecond)->UseRealTime();
 
