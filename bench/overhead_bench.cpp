@@ -41,6 +41,7 @@
 #include "engine/tensor.h"
 #include "graph/fuse.h"
 #include "graph/model.h"
+#include "io/letterbox.h"
 #include "ops/nms.h"
 #include "ops/ops.h"
 
@@ -139,6 +140,7 @@ void BM_DetectBatch1(benchmark::State& st) {
   nms.iou_thres = 0.45;
   nms.multi_label = false;
   nms.max_det = 1000;
+  io::opencv_single_threaded();  // as `yolov9 detect` (training::run_detect) runs
   for (int i = 0; i < 2; ++i)  // warm-up: oneDNN primitives, buffers
     benchmark::DoNotOptimize(training::detect_image(predictor, im0, nms, kModels[m].imgsz, engine::Device::cpu()).h);
   const int64_t misses0 = engine::cpu_allocator()->stats().num_misses;

@@ -49,7 +49,8 @@ Dims dims_of(const Tensor& x) {
 // --- the blocked layout of the CPU (Model::blocked_forward) ----------------------------------------
 // Inside a blocked forward (t_block > 0 on the thread that runs the model), every convolution whose
 // output channels are a multiple of the block writes a blocked output; a convolution that reads a
-// blocked input does the same on any thread (the concurrent head's chains). Blocks convert at their
+// blocked input does the same on any thread. t_block is per thread: tasks that run parts of the
+// forward on other threads (the concurrent head's chains, the overlapped head) set the forward's. Blocks convert at their
 // edges what cannot stay blocked: channel splits and concats off block boundaries, CBLinear /
 // CBFuse, the head's raw maps. In training the conversions are differentiable (ops::to_blocked).
 
@@ -58,7 +59,7 @@ std::atomic<int64_t> g_blocked_forwards{0};
 std::atomic<int> g_blocked_on{-1};  // -1: not read from the environment yet
 std::atomic<int> g_blocked_train_on{-1};
 std::atomic<int> g_winograd_on{-1};
-std::atomic<int> g_head_overlap_on{-1};
+std::atomic<int> g_head_overlap{-1};  // a HeadOverlap; -1: not read from the environment yet
 std::atomic<int64_t> g_head_overlaps{0};
 
 /// Sets t_block for a scope (the blocked forward of one model).
@@ -193,9 +194,22 @@ void set_cpu_winograd(bool on) { g_winograd_on = on ? 1 : 0; }
 
 bool cpu_winograd() { return env_switch(g_winograd_on, "Y9_CPU_WINOGRAD"); }
 
-void set_head_overlap(bool on) { g_head_overlap_on = on ? 1 : 0; }
+void set_head_overlap(HeadOverlap mode) { g_head_overlap = static_cast<int>(mode); }
 
-bool head_overlap() { return env_switch(g_head_overlap_on, "Y9_CPU_HEAD_OVERLAP"); }
+HeadOverlap head_overlap() {
+  int v = g_head_overlap.load();
+  if (v < 0) {
+    const char* e = std::getenv("Y9_CPU_HEAD_OVERLAP");
+    const HeadOverlap m = !e                             ? HeadOverlap::Auto
+                          : std::strcmp(e, "0") == 0     ? HeadOverlap::Off
+                          : std::strcmp(e, "always") == 0 ? HeadOverlap::Always
+                                                         : HeadOverlap::Auto;
+    int expected = -1;
+    g_head_overlap.compare_exchange_strong(expected, static_cast<int>(m));
+    v = g_head_overlap.load();
+  }
+  return static_cast<HeadOverlap>(v);
+}
 
 int64_t head_overlaps() { return g_head_overlaps.load(); }
 
@@ -507,12 +521,16 @@ HeadOutput Detect::forward(const std::vector<Tensor>& xs) const {
   if (inter_op(xs)) {
     // The 2 x branches x nl conv chains are independent: run them concurrently, one per thread,
     // largest level first (dynamic schedule), class chain (the wider) before box chain.
+    // Each task runs in the caller's blocked scope: a chain on a plain input (a level whose
+    // channels are off the block) lays out its convolutions' outputs by t_block, which is per thread.
     std::vector<std::function<void()>> tasks;
+    const int64_t tb = t_block;
     for (int64_t k : chain_order()) {
       const auto i = static_cast<size_t>(k / 2);
       Tensor* o = k % 2 ? &cls_out[i] : &box_out[i];
       const Sequential* ch = &chain(k);
-      tasks.emplace_back([&xs, i, in_place, o, ch] {
+      tasks.emplace_back([&xs, i, in_place, o, ch, tb] {
+        BlockedScope task_scope(tb);
         if (in_place)
           ch->forward_into(xs[i], *o);
         else
@@ -585,8 +603,11 @@ ModelOutput Model::forward(const Tensor& x, const LayerObserver& observe) {
 }
 
 bool Model::overlap_head(const Tensor& x) const {
-  if (!head_overlap() || training() || engine::autograd::grad_enabled() || !x.device().is_cpu() || x.size(0) != 1 ||
-      ops::concurrent_threads() < 2 || head_->stride.empty() || head_->stride[0] <= 0)
+  // Exactly 2 threads: the layers after the head's first input run on one thread, so with more
+  // threads the rest would idle (and the split was measured on 2 cores only).
+  const HeadOverlap mode = head_overlap();
+  if (mode == HeadOverlap::Off || training() || engine::autograd::grad_enabled() || !x.device().is_cpu() ||
+      x.size(0) != 1 || ops::concurrent_threads() != 2 || head_->stride.empty() || head_->stride[0] <= 0)
     return false;
   // The head's chains run concurrently only on small maps (Detect::inter_op): its largest level
   // has at most kInterOpMaxPixels cells.
@@ -597,7 +618,37 @@ bool Model::overlap_head(const Tensor& x) const {
   if (layers_.back().get() != head_) return false;
   for (int f : H.from_abs)
     if (f < 0 || static_cast<size_t>(f) + 1 >= layers_.size()) return false;
-  return true;
+  return mode == HeadOverlap::Always || light_tail(x.size(2), x.size(3));
+}
+
+bool Model::light_tail(int64_t img_h, int64_t img_w) const {
+  TailCache& c = *tail_cache_;
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    if (auto it = c.light.find({img_h, img_w}); it != c.light.end()) return it->second;
+  }
+  const std::vector<int>& from = cfg_.layers.back().from_abs;
+  const size_t first = static_cast<size_t>(*std::min_element(from.begin(), from.end()));
+  const Dims input{cfg_.ch_in, img_h, img_w};
+  std::vector<std::vector<Dims>> out;
+  double tail = 0, head = 0;
+  bool light = false;
+  try {
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      std::vector<std::vector<Dims>> in;
+      for (int f : cfg_.layers[i].from_abs) in.push_back(f < 0 ? std::vector<Dims>{input} : out[static_cast<size_t>(f)]);
+      double macs = 0;
+      out.push_back(layers_[i]->trace(in, macs));
+      if (i + 1 == layers_.size()) head = macs;
+      else if (i > first) tail += macs;
+    }
+    light = head > 0 && tail <= kOverlapMaxTailShare * head;
+  } catch (const engine::ShapeError&) {  // the forward reports the sizes it cannot take
+    light = false;
+  }
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.light[{img_h, img_w}] = light;
+  return light;
 }
 
 namespace {
@@ -659,10 +710,16 @@ ModelOutput Model::forward_impl(const Tensor& x, const LayerObserver* observe) {
     for (size_t l = 0; l < first; ++l)
       if (keep_[l]) publish(l);
     publish(first);
-    const std::vector<int64_t> order = head_->chain_order();
+    // The chains in the order their inputs appear (chain_order within a layer): a dual head lists
+    // its auxiliary levels, computed last, first.
+    std::vector<int64_t> order = head_->chain_order();
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return from[static_cast<size_t>(a / 2)] < from[static_cast<size_t>(b / 2)]; });
     std::atomic<size_t> next{0};
-    // Takes the next chain (in chain_order) until none is left, waiting for its input.
+    // Takes the next chain (in `order`) until none is left, waiting for its input; in the blocked
+    // scope of the forward (t_block is per thread; a chain on a plain input lays out by it).
     const auto chains = [&] {
+      BlockedScope task_scope(block);
       for (size_t t; (t = next.fetch_add(1)) < order.size();) {
         const int64_t k = order[t];
         const auto j = static_cast<size_t>(k / 2);
@@ -673,7 +730,7 @@ ModelOutput Model::forward_impl(const Tensor& x, const LayerObserver* observe) {
       }
     };
     ops::run_concurrently({[&] {
-                             BlockedScope s(block);  // this task may run on another thread
+                             BlockedScope task_scope(block);  // this task may run on another thread
                              try {
                                for (size_t i = first + 1; i < head_i; ++i) {
                                  run_layer(i);

@@ -5,6 +5,9 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <mutex>
+#include <utility>
 #include <memory>
 #include <string>
 #include <vector>
@@ -85,8 +88,9 @@ class Model : public Module {
   /// the plain forward up to float rounding (oneDNN's blocked convolutions may round differently;
   /// tested).
   ///
-  /// Batch-1 CPU inference with a concurrent head (Detect::inter_op on small maps) and
-  /// head_overlap() on also overlaps the head with the layers before it: once the input of a
+  /// Batch-1 CPU inference on 2 threads with a small map (the head's largest level at most
+  /// Detect::kInterOpMaxPixels cells) also overlaps the head with the layers before it, where
+  /// head_overlap() allows (see HeadOverlap): once the input of a
   /// head level is computed, its box and class chains may start on another thread while the
   /// calling thread computes the rest, one op at a time on one thread each (the head levels come
   /// from the neck's last layers, which at batch 1 leave the second thread mostly idle). The
@@ -111,6 +115,19 @@ class Model : public Module {
   ModelOutput forward_impl(const Tensor& x, const LayerObserver* observe);
   /// Whether forward_impl(x) overlaps the head with the layers before it (see forward).
   bool overlap_head(const Tensor& x) const;
+  /// Whether the layers between the head's first input and the head do at most
+  /// kOverlapMaxTailShare of the head's multiply-accumulates for an img_h x img_w input (the
+  /// analytic trace; remembered per size).
+  bool light_tail(int64_t img_h, int64_t img_w) const;
+  /// Measured at 128 px on 2 cores, overlap on against off: gelan-t (tail 0.16 of the head) 10-20%
+  /// faster, yolov9-t (0.22) 5-10%; gelan-s (0.45) and yolov9-s (0.62) no faster or up to 5% slower
+  /// (their later layers have convolutions large enough to split well over both threads).
+  static constexpr double kOverlapMaxTailShare = 0.3;
+  struct TailCache {  // (img_h, img_w) -> light_tail
+    std::mutex mu;
+    std::map<std::pair<int64_t, int64_t>, bool> light;
+  };
+  std::shared_ptr<TailCache> tail_cache_ = std::make_shared<TailCache>();
   /// Builds the module of one layer spec and appends it (constructor step).
   void build_layer(const LayerSpec& L);
 
@@ -139,12 +156,15 @@ bool cpu_winograd();
 /// How many model forwards ran in the blocked layout so far (process-wide): tests and benchmarks
 /// check that the blocked path ran.
 int64_t blocked_forwards();
-/// Lets a batch-1 CPU inference forward start the detection head's conv chains of a level as
+/// Whether a batch-1 CPU inference forward starts the detection head's conv chains of a level as
 /// soon as that level's input exists, on the second thread, while the first computes the layers
-/// of the later levels (Model::forward; issue 15 (d)); on unless the environment sets
-/// Y9_CPU_HEAD_OVERLAP=0 (benchmarks and tests compare both).
-void set_head_overlap(bool on);
-bool head_overlap();
+/// of the later levels (Model::forward; issue 15 (d)): Off; Auto (the default) where the layers
+/// after the head's first input are light (Model::kOverlapMaxTailShare); Always wherever the rest
+/// of the conditions hold (tests and benchmarks). The environment sets the process's initial mode:
+/// Y9_CPU_HEAD_OVERLAP=0 Off, =always Always, else Auto.
+enum class HeadOverlap { Off, Auto, Always };
+void set_head_overlap(HeadOverlap mode);
+HeadOverlap head_overlap();
 /// How many model forwards overlapped their head so far (process-wide; tests check the path ran).
 int64_t head_overlaps();
 

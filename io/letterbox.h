@@ -49,7 +49,7 @@ kernels::LetterboxSample letterbox_sample(const LetterboxGeometry& g, int h, int
 /// (train, val and detect all import it): OpenCV then runs its functions on the calling thread. Its
 /// pool (TBB in Debian's build) would otherwise fan a small resize out onto threads that compete
 /// with the engine's OpenMP threads for the same cores. Called by DataLoader's constructor and by
-/// detection; thread-safe.
+/// training::run_detect (`yolov9 detect`), not by the embeddable detect_image; thread-safe.
 void opencv_single_threaded();
 
 }  // namespace io

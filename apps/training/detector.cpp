@@ -326,7 +326,6 @@ class DetectRun {
 
 ImageDetections detect_image(const Predictor& predictor, const cv::Mat& im0, const ops::NmsOptions& nms, int imgsz,
                              engine::Device device, const std::string& path, io::PlanesBuffer* planes) {
-  io::opencv_single_threaded();  // as the official detect_dual.py, through its import of dataloaders.py
   ImageDetections r;
   Y9_CHECK_T(engine::IoError, !im0.empty() && im0.type() == CV_8UC3, "detect: ", path.empty() ? "image" : path,
              " is not a non-empty 8-bit 3-channel image");
@@ -367,6 +366,9 @@ ImageDetections detect_image(const Predictor& predictor, const cv::Mat& im0, con
 
 DetectSummary run_detect(const Predictor& predictor, const std::string& source, const DetectOptions& o) {
   Y9_CHECK_T(engine::ConfigError, o.imgsz > 0, "detect: --img must be a positive number of pixels, got ", o.imgsz);
+  // As the official detect_dual.py through its import of dataloaders.py (not in detect_image: an
+  // application embedding the library keeps its OpenCV threads).
+  io::opencv_single_threaded();
   std::vector<std::string> skipped;
   const std::vector<SourceFile> srcs = list_sources(source, &skipped);
   DetectRun run(predictor, o);

@@ -6,6 +6,11 @@
 
 #include <atomic>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <unistd.h>
 #include <random>
 
 #include "engine/autograd.h"
@@ -18,7 +23,10 @@ namespace {
 
 using engine::Tensor;
 
-std::string cfg(const std::string& file) { return std::string(Y9_SOURCE_DIR) + "/configs/models/" + file; }
+/// A model YAML: a file name under configs/models, or a path.
+std::string cfg(const std::string& file) {
+  return file.find('/') != std::string::npos ? file : std::string(Y9_SOURCE_DIR) + "/configs/models/" + file;
+}
 
 using Threads = testutil::OmpThreads;
 using testutil::same_bits;
@@ -148,32 +156,69 @@ TEST(HeadInterOp, WholeModelPassMatchesOneThread) {
     EXPECT_TRUE(testutil::all_close(two.decoded[b], one.decoded[b], 1e-4, 1e-4)) << b;
 }
 
+/// gelan-t with a 40-channel first head level (layer 15), off the 16-channel block: its chains
+/// read a plain map and lay out their convolutions by the forward's blocked scope (per thread).
+std::string gelan_t_odd_level() {
+  std::ifstream in(cfg("gelan-t.yaml"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  const std::string from = "[-1, 1, RepNCSPELAN4, [64, 64, 32, 3]],                  # 15";
+  const size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos);
+  if (at != std::string::npos) text.replace(at, from.size(), "[-1, 1, RepNCSPELAN4, [40, 64, 32, 3]],  # 15");
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("y9_gelan_t_odd_" + std::to_string(::getpid()) + ".yaml")).string();
+  std::ofstream(path) << text;
+  return path;
+}
+
 // The overlapped head (graph::Model::forward at batch 1 on 2 threads: a level's chains start on the
 // second thread while the first computes the later levels) returns the bits of the same forward
-// with the head after the layers (graph::set_head_overlap(false)), for a single head (gelan-t) and
-// a dual one (yolov9-t, its levels from two groups of layers), in the blocked layout and in the
-// plain one; and it runs only where it should.
+// with the head after the layers (HeadOverlap::Off) and of the 1-thread forward, for a single head
+// (gelan-t; and with a 40-channel level, off the block), a dual one (yolov9-t, its auxiliary levels
+// computed after the main ones) and yolov9-m (a 360-channel level, off the block: its chains lay out
+// their convolutions by the forward's blocked scope on whichever thread runs them; its layers after
+// the head's first input are too heavy for HeadOverlap::Auto, Model::kOverlapMaxTailShare, so it
+// runs under Always), in the blocked layout and in the plain one; and it runs only where it should.
 TEST(HeadInterOp, OverlappedHeadEqualsHeadAfterTheLayers) {
   struct Restore {
     ~Restore() {
-      graph::set_head_overlap(true);
+      graph::set_head_overlap(graph::HeadOverlap::Auto);
       graph::set_blocked_inference(true);
     }
   } restore;
-  const Tensor x = testutil::random_tensor({1, 3, 96, 128}, 7, 0, 1, engine::DType::F32);
-  for (const char* yaml : {"gelan-t.yaml", "yolov9-t.yaml"})
+  const Tensor x = testutil::random_tensor({1, 3, 128, 128}, 7, 0, 1, engine::DType::F32);
+  const std::string odd = gelan_t_odd_level();
+  for (const std::string& yaml : {std::string("gelan-t.yaml"), odd, std::string("yolov9-t.yaml"),
+                                  std::string("yolov9-m.yaml")})
     for (bool blocked : {true, false}) {
       SCOPED_TRACE(testing::Message() << yaml << (blocked ? " blocked" : " plain"));
+      const bool overlapped = yaml != "yolov9-m.yaml";  // under Auto
       Fixture f = make(yaml, 1, 128);
       graph::set_blocked_inference(blocked);
       engine::autograd::NoGradGuard ng;
+      if (!overlapped) {  // Auto leaves it alone
+        Threads two(2);
+        graph::set_head_overlap(graph::HeadOverlap::Auto);
+        const int64_t before = graph::head_overlaps();
+        f.model->forward(x);
+        EXPECT_EQ(graph::head_overlaps(), before);
+      }
+      graph::set_head_overlap(graph::HeadOverlap::Off);
+      graph::ModelOutput one;
+      {
+        Threads t(1);
+        one = f.model->forward(x);
+      }
       Threads two(2);
-      graph::set_head_overlap(false);
       int64_t overlaps = graph::head_overlaps();
       const graph::ModelOutput after = f.model->forward(x);
       EXPECT_EQ(graph::head_overlaps(), overlaps);
-      graph::set_head_overlap(true);
-      for (int rep = 0; rep < 3; ++rep) {  // the schedule varies from run to run; the bits may not
+      for (size_t b = 0; b < after.decoded.size(); ++b)
+        EXPECT_TRUE(same_bits(after.decoded[b], one.decoded[b])) << "2 threads against 1, decoded " << b;
+      graph::set_head_overlap(overlapped ? graph::HeadOverlap::Auto : graph::HeadOverlap::Always);
+      for (int rep = 0; rep < 4; ++rep) {  // the schedule varies from run to run; the bits may not
         overlaps = graph::head_overlaps();
         const graph::ModelOutput over = f.model->forward(x);
         EXPECT_EQ(graph::head_overlaps(), overlaps + 1);
@@ -188,7 +233,8 @@ TEST(HeadInterOp, OverlappedHeadEqualsHeadAfterTheLayers) {
           EXPECT_TRUE(same_bits(after.decoded[b], over.decoded[b])) << "decoded " << b;
       }
     }
-  // Not at batch 2, on 1 thread, with gradients, in train mode, or on large maps.
+  std::filesystem::remove(odd);
+  // Not at batch 2, on 1 or 3 threads, with gradients, in train mode, or on large maps.
   Fixture f = make("gelan-t.yaml", 1, 128);
   const auto ran = [&](const Tensor& in, int threads) {
     Threads t(threads);
@@ -201,6 +247,7 @@ TEST(HeadInterOp, OverlappedHeadEqualsHeadAfterTheLayers) {
     EXPECT_TRUE(ran(x, 2));
     EXPECT_FALSE(ran(testutil::random_tensor({2, 3, 96, 128}, 8, 0, 1, engine::DType::F32), 2));
     EXPECT_FALSE(ran(x, 1));
+    EXPECT_FALSE(ran(x, 3));
     EXPECT_FALSE(ran(testutil::random_tensor({1, 3, 320, 320}, 9, 0, 1, engine::DType::F32), 2));  // 40 x 40 cells
   }
   EXPECT_FALSE(ran(x, 2));  // grad mode on
