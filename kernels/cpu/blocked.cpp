@@ -3,10 +3,10 @@
 // the backward of average pooling and upsampling. The lanes of a block are the innermost loop, so
 // each window step is one vector operation over B channels.
 #include <algorithm>
-#include <type_traits>
 #include <cstdlib>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 #include <oneapi/dnnl/dnnl.hpp>
 #if defined(__x86_64__) && defined(__GNUC__)

@@ -4,14 +4,15 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <unistd.h>
+
 #include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <string>
-#include <unistd.h>
-#include <random>
 
 #include "engine/autograd.h"
 #include "graph/fuse.h"
@@ -183,9 +184,11 @@ std::string gelan_t_odd_level() {
 // runs under Always), in the blocked layout and in the plain one; and it runs only where it should.
 TEST(HeadInterOp, OverlappedHeadEqualsHeadAfterTheLayers) {
   struct Restore {
+    graph::HeadOverlap mode = graph::head_overlap();
+    bool blocked = graph::blocked_inference();
     ~Restore() {
-      graph::set_head_overlap(graph::HeadOverlap::Auto);
-      graph::set_blocked_inference(true);
+      graph::set_head_overlap(mode);
+      graph::set_blocked_inference(blocked);
     }
   } restore;
   const Tensor x = testutil::random_tensor({1, 3, 128, 128}, 7, 0, 1, engine::DType::F32);
@@ -234,7 +237,9 @@ TEST(HeadInterOp, OverlappedHeadEqualsHeadAfterTheLayers) {
       }
     }
   std::filesystem::remove(odd);
-  // Not at batch 2, on 1 or 3 threads, with gradients, in train mode, or on large maps.
+  // Under Auto: not at batch 2, on 1 or 3 threads, with gradients, in train mode, or on large maps.
+  graph::set_head_overlap(graph::HeadOverlap::Auto);
+  graph::set_blocked_inference(true);
   Fixture f = make("gelan-t.yaml", 1, 128);
   const auto ran = [&](const Tensor& in, int threads) {
     Threads t(threads);
