@@ -50,9 +50,10 @@ Dims dims_of(const Tensor& x) {
 // Inside a blocked forward (t_block > 0 on the thread that runs the model), every convolution whose
 // output channels are a multiple of the block writes a blocked output; a convolution that reads a
 // blocked input does the same on any thread. t_block is per thread: tasks that run parts of the
-// forward on other threads (the concurrent head's chains, the overlapped head) set the forward's. Blocks convert at their
-// edges what cannot stay blocked: channel splits and concats off block boundaries, CBLinear /
-// CBFuse, the head's raw maps. In training the conversions are differentiable (ops::to_blocked).
+// forward on other threads (the concurrent head's chains, the overlapped head) set the forward's.
+// Blocks convert at their edges what cannot stay blocked: channel splits and concats off block
+// boundaries, CBLinear / CBFuse, the head's raw maps. In training the conversions are
+// differentiable (ops::to_blocked).
 
 thread_local int64_t t_block = 0;  // the channel block of the blocked forward running here (0: none)
 std::atomic<int64_t> g_blocked_forwards{0};
@@ -629,20 +630,13 @@ bool Model::light_tail(int64_t img_h, int64_t img_w) const {
   }
   const std::vector<int>& from = cfg_.layers.back().from_abs;
   const size_t first = static_cast<size_t>(*std::min_element(from.begin(), from.end()));
-  const Dims input{cfg_.ch_in, img_h, img_w};
-  std::vector<std::vector<Dims>> out;
-  double tail = 0, head = 0;
   bool light = false;
   try {
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      std::vector<std::vector<Dims>> in;
-      for (int f : cfg_.layers[i].from_abs) in.push_back(f < 0 ? std::vector<Dims>{input} : out[static_cast<size_t>(f)]);
-      double macs = 0;
-      out.push_back(layers_[i]->trace(in, macs));
-      if (i + 1 == layers_.size()) head = macs;
-      else if (i > first) tail += macs;
-    }
-    light = head > 0 && tail <= kOverlapMaxTailShare * head;
+    std::vector<double> macs;
+    trace(img_h, img_w, nullptr, &macs);
+    double tail = 0;
+    for (size_t i = first + 1; i + 1 < macs.size(); ++i) tail += macs[i];
+    light = macs.back() > 0 && tail <= kOverlapMaxTailShare * macs.back();  // the head is the last layer
   } catch (const engine::ShapeError&) {  // the forward reports the sizes it cannot take
     light = false;
   }

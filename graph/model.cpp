@@ -203,19 +203,23 @@ int64_t Model::num_modules_official() {
 
 // --- trace / GFLOPs ------------------------------------------------------------------------------
 
-std::vector<std::vector<Dims>> Model::trace(int64_t img_h, int64_t img_w, double* macs_out) const {
+std::vector<std::vector<Dims>> Model::trace(int64_t img_h, int64_t img_w, double* macs_out,
+                                             std::vector<double>* layer_macs) const {
   const Dims input{cfg_.ch_in, img_h, img_w};
   std::vector<std::vector<Dims>> out;
   double macs = 0.0;
+  if (layer_macs) layer_macs->clear();
   for (size_t i = 0; i < layers_.size(); ++i) {
     const LayerSpec& L = cfg_.layers[i];
     std::vector<std::vector<Dims>> in;
     for (int f : L.from_abs) in.push_back(f < 0 ? std::vector<Dims>{input} : out[static_cast<size_t>(f)]);
+    const double before = macs;
     try {
       out.push_back(layers_[i]->trace(in, macs));
     } catch (const engine::ShapeError& e) {
       Y9_THROW(engine::ShapeError, "layer ", i, " (", L.module, "): ", e.message());
     }
+    if (layer_macs) layer_macs->push_back(macs - before);
   }
   if (macs_out) *macs_out = macs;
   return out;

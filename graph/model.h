@@ -73,8 +73,11 @@ class Model : public Module {
   /// bias adds, BN, activations, pooling are not counted). Throws engine::ShapeError when a
   /// concatenation or fusion sees mismatched sizes (sides not multiples of 32).
   double gflops(int64_t img_h, int64_t img_w) const;
-  /// Output dims of every layer for an input of img_h x img_w (pieces for CBLinear).
-  std::vector<std::vector<Dims>> trace(int64_t img_h, int64_t img_w, double* macs = nullptr) const;
+  /// Output dims of every layer for an input of img_h x img_w (pieces for CBLinear); `macs` (may be
+  /// null): the multiply-accumulates of the whole model, `layer_macs` (may be null): those of each
+  /// layer, in layer order. Throws engine::ShapeError naming the layer whose inputs do not fit.
+  std::vector<std::vector<Dims>> trace(int64_t img_h, int64_t img_w, double* macs = nullptr,
+                                       std::vector<double>* layer_macs = nullptr) const;
 
   /// The official parse_model table (index, from, n, params, module, arguments) followed by
   /// "<name> summary: L layers, P parameters, G gradients, F GFLOPs" (F at img x img).

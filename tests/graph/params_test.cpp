@@ -178,6 +178,19 @@ TEST(ModelGraph, TraceStridesAndGflopsScale) {
   EXPECT_GT(g640 / g320, 3.8);
   EXPECT_LT(g640 / g320, 4.2);
   EXPECT_THROW(m->gflops(200, 200), engine::ShapeError);  // not a multiple of 32
+  // Per-layer multiply-accumulates: one per layer, adding up to the total; Concat and Upsample
+  // (layers 10 and 11) do none, the head (layer 22) the most of the head layers.
+  double total = 0;
+  std::vector<double> per;
+  m->trace(640, 640, &total, &per);
+  ASSERT_EQ(per.size(), static_cast<size_t>(m->num_layers()));
+  double sum = 0;
+  for (double v : per) sum += v;
+  EXPECT_DOUBLE_EQ(sum, total);
+  EXPECT_DOUBLE_EQ(total, g640 / 2 * 1e9);
+  EXPECT_EQ(per[10], 0.0);
+  EXPECT_EQ(per[11], 0.0);
+  EXPECT_GT(per[22], per[21]);
 }
 
 TEST(ModelGraph, SummaryTable) {
