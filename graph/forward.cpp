@@ -218,7 +218,8 @@ int64_t head_overlaps() { return g_head_overlaps.load(); }
 
 Tensor Conv2d::forward(const Tensor& x) const {
   const int64_t ob = conv_out_block(x, c2);
-  if (ob || ops::is_blocked(x)) return ops::conv2d_blocked(x, weight, bias, {s, s}, {p, p}, {d, d}, g, false, ob);
+  if (ob || ops::is_blocked(x))
+    return ops::conv2d_blocked(x, weight, bias, {s, s}, {p, p}, {d, d}, g, false, ob, cpu_winograd());
   return ops::conv2d(x, weight, bias, {s, s}, {p, p}, {d, d}, g);
 }
 

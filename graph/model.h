@@ -151,9 +151,9 @@ bool blocked_inference();
 /// unless the environment sets Y9_CPU_BLOCKED_TRAIN=0.
 void set_blocked_training(bool on);
 bool blocked_training();
-/// Lets the blocked forward's 3x3 stride-1 convolutions use the Winograd algorithm
-/// (ops::conv2d_blocked, kernels::Conv2dShape::winograd), or not; on unless the environment sets
-/// Y9_CPU_WINOGRAD=0.
+/// Lets the blocked forward's 3x3 stride-1 convolutions (inference and training, with their backward)
+/// use the Winograd algorithm (ops::conv2d_blocked, kernels::Conv2dShape::winograd), or not; on unless
+/// the environment sets Y9_CPU_WINOGRAD=0.
 void set_cpu_winograd(bool on);
 bool cpu_winograd();
 /// How many model forwards ran in the blocked layout so far (process-wide): tests and benchmarks

@@ -273,9 +273,9 @@ Tensor conv2d_blocked(const Tensor& x, const Tensor& w, const Tensor& bias, cons
                       bool silu, int64_t out_block, bool winograd) {
   IntoArgs a = blocked_args("conv2d_blocked", x, w, bias, stride, padding, dilation, groups, out_block, winograd);
   if (engine::autograd::needs_grad({x, w, bias})) {
-    // Training: the plain convolution entry in the blocked layouts (no Winograd: the backward
-    // entries are direct), its autograd node, then SiLU as its own differentiable op.
-    a.s.winograd = 0;
+    // Training: the plain convolution entry in the blocked layouts (Winograd where `winograd` and
+    // the geometry allow, in the forward and both backward directions alike), its autograd node,
+    // then SiLU as its own differentiable op.
     ForwardRun run{Tensor::empty(out_shape(a.s), x.dtype(), x.device()), engine::contiguous_nograd(x),
                    engine::contiguous_nograd(w), Tensor()};
     const engine::Backend& be = engine::backend(x.device().type);
@@ -295,6 +295,7 @@ Tensor conv2d_blocked(const Tensor& x, const Tensor& w, const Tensor& bias, cons
     record_conv_backward(a.s, x, w, bias, run);
     return silu ? ops::silu(run.y) : run.y;
   }
+  if (!silu) a.s.winograd = 0;  // inference: Winograd with the fused SiLU only
   Tensor y = Tensor::empty(out_shape(a.s), x.dtype(), x.device());
   run_blocked(a, silu, y);
   return y;

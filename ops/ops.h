@@ -125,11 +125,13 @@ Tensor from_blocked(const Tensor& x);
 /// output blocked by `out_block` (8 or 16, dividing Cout) or plain (0). CPU F32 (kernels/common/conv.h:
 /// the CPU entries with Conv2dShape::src_block / dst_block). Differentiable: when a gradient is
 /// needed it runs the convolution, records its backward in the same layouts (a blocked x gets a
-/// blocked gradient), then SiLU as its own op; the fused SiLU and Winograd are for inference.
+/// blocked gradient), then SiLU as its own op; the fused SiLU is for inference.
 /// Values: those of the same convolution on plain tensors up to oneDNN's float rounding (a blocked
-/// layout may select another implementation). `winograd`: a 3x3 stride-1 dense convolution with
-/// SiLU, blocked in and out, may use the Winograd algorithm (kernels::Conv2dShape::winograd;
-/// F(4x4, 3x3) rounds to about 1e-5 of the output scale where the direct one is exact to 1e-7).
+/// layout may select another implementation). `winograd`: a 3x3 stride-1 dense convolution,
+/// blocked in and out, may use the Winograd algorithm (kernels::Conv2dShape::winograd;
+/// F(4x4, 3x3) rounds to about 1e-5 of the output scale where the direct one is exact to 1e-7):
+/// in inference with SiLU only; in training in the forward and both backward directions, in F32
+/// also under BF16 autocast (kernels/cpu/conv.cpp use_winograd).
 /// Throws conv2d's errors, ShapeError (device, dtype, bad out_block).
 Tensor conv2d_blocked(const Tensor& x, const Tensor& w, const Tensor& bias, const std::vector<int64_t>& stride,
                       const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation, int64_t groups,

@@ -29,8 +29,9 @@ AmpMode resolve_amp_mode(const std::string& flag, bool cuda_training, std::strin
   if (!cuda_training) {
     if (flag == "bf16" && cpu_bf16) {
       if (notice)
-        *notice = "CPU: convolutions in BF16 (oneDNN's native BF16 kernels, F32 accumulation), everything else "
-                  "in F32; validation in F32. Not the official code's CPU training, which is FP32 throughout";
+        *notice = "CPU: convolutions in BF16 (oneDNN's native BF16 kernels, F32 accumulation; the larger 3x3 "
+                  "stride-1 ones in F32 Winograd, faster here, unless Y9_CPU_WINOGRAD=0), everything else in F32; "
+                  "validation in F32. Not the official code's CPU training, which is FP32 throughout";
       return AmpMode::BF16;
     }
     if (notice && flag == "bf16") {

@@ -21,10 +21,11 @@ struct Conv2dShape {
   int64_t stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups;
   int64_t h_out, w_out;
   int64_t src_block = 0, dst_block = 0;
-  /// 1: a blocked 3x3 stride-1 dense convolution with SiLU (the fused inference entry, src and dst
-  /// blocked) may use the Winograd algorithm (oneDNN's F(4x4, 3x3) / F(2x2, 3x3) on AVX-512: about
-  /// half the time of the direct one on YOLOv9's 3x3 layers, with a larger float rounding error;
-  /// graph::set_cpu_winograd), where the CPU has it; 0: direct only. CPU only, like the blocks.
+  /// 1: a blocked 3x3 stride-1 dense convolution (src and dst blocked) may use the Winograd
+  /// algorithm (oneDNN's F(4x4, 3x3) / F(2x2, 3x3) on AVX-512: about half the time of the direct
+  /// one on YOLOv9's 3x3 layers, with a larger float rounding error; graph::set_cpu_winograd),
+  /// where the CPU has it: in inference with SiLU (the fused entry), in training in the forward and
+  /// both backward directions, in F32 even under `bf16`; 0: direct only. CPU only, like the blocks.
   int64_t winograd = 0;
   /// 1: BF16 convolution math on F32 operands (CPU autocast to BF16, ops/autocast.h): the CPU's F32
   /// entries round their inputs (x and w forward; dy and w backward data; x and dy backward
