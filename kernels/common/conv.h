@@ -25,7 +25,8 @@ struct Conv2dShape {
   /// algorithm (oneDNN's F(4x4, 3x3) / F(2x2, 3x3) on AVX-512: about half the time of the direct
   /// one on YOLOv9's 3x3 layers, with a larger float rounding error; graph::set_cpu_winograd),
   /// where the CPU has it: in inference with SiLU (the fused entry), in training in the forward and
-  /// both backward directions, in F32 even under `bf16`; 0: direct only. CPU only, like the blocks.
+  /// both backward directions, in F32 even under `bf16` (not on AMX CPUs; where oneDNN has no F32
+  /// Winograd for the geometry, `bf16` math stays); 0: direct only. CPU only, like the blocks.
   int64_t winograd = 0;
   /// 1: BF16 convolution math on F32 operands (CPU autocast to BF16, ops/autocast.h): the CPU's F32
   /// entries round their inputs (x and w forward; dy and w backward data; x and dy backward
@@ -34,7 +35,8 @@ struct Conv2dShape {
   /// PyTorch's CPU autocast). About twice the F32 throughput on a CPU with native BF16 (AVX512_BF16
   /// or AMX, kConv2dBf16Math); where oneDNN has only its reference kernel for a geometry in BF16
   /// (in the fixed blocked layouts and in the layouts it picks) the convolution stays F32 (block 8,
-  /// grouped convolutions with few channels per group). Other backends and dtypes ignore it.
+  /// grouped convolutions with few channels per group). The training convolutions that run
+  /// Winograd (`winograd` above) compute in F32 instead. Other backends and dtypes ignore it.
   int64_t bf16 = 0;
   /// 1 (CPU, with bf16 and src_block): the x given to the backward weights is the BF16 copy the
   /// forward kept (kConv2dForwardKeepInput): [n, c_in / src_block, h, w, src_block] BF16.

@@ -475,6 +475,9 @@ struct OneDnnState {
   Cache<dnnl::convolution_forward::primitive_desc> fwd;
   Cache<dnnl::convolution_backward_data::primitive_desc> bwd_data;
   Cache<dnnl::convolution_backward_weights::primitive_desc> bwd_weights;
+  /// Per training geometry that use_winograd selects (its winograd_shape, key_of direction 0):
+  /// whether oneDNN creates its F32 Winograd forward and both backward directions (training_winograd).
+  std::map<Key, bool> training_winograd;
 
  private:
   static uint64_t next_id() {
@@ -673,9 +676,12 @@ constexpr int64_t kWinogradMinMacs = int64_t(3) << 19;  // 1.5 Mi
 /// 8, 640 px, 2 threads, AVX-512) 2.0-2.6x faster than its direct F32 kernels in each direction and
 /// 1.0-1.3x faster than its BF16 ones (weighted totals 1281 ms against 2872 ms F32 and 1397 ms
 /// BF16, without BF16's conversions), with F32 rounding.
+/// Not under BF16 math on a CPU with AMX, whose BF16 tile kernels are expected to outrun F32
+/// Winograd (not measured: the machine here has AVX512_BF16 without AMX).
 bool use_winograd(const Conv2dShape& s, bool silu) {
+  static const bool amx = onednn_isa_has(dnnl::cpu_isa::avx512_core_amx);
   if (!s.winograd || !s.src_block || !s.dst_block || s.kh != 3 || s.kw != 3 || s.stride_h != 1 || s.stride_w != 1 ||
-      s.dil_h != 1 || s.dil_w != 1 || s.groups != 1 || (silu && s.bf16))
+      s.dil_h != 1 || s.dil_w != 1 || s.groups != 1 || (s.bf16 && (silu || amx)))
     return false;
   // Training counts one image's MACs, so that a batch and its shards (data-parallel ranks, micro-
   // batches) take the same algorithm; inference the whole call's (its own calibration).
@@ -687,6 +693,32 @@ Conv2dShape winograd_shape(Conv2dShape s) {
   s.bf16 = 0;
   s.x_bf16 = 0;
   return s;
+}
+
+/// Whether the training convolution `s_in` (no SiLU) runs Winograd: use_winograd selects it and
+/// oneDNN creates F32 Winograd for its geometry in the forward and both backward directions
+/// (checked once per geometry, cached in st; oneDNN's x64 Winograd wants nChw16c, so block 8 is
+/// refused). Where it does not, the convolution keeps its math (BF16 under Conv2dShape::bf16), and
+/// its three directions agree.
+bool training_winograd(OneDnnState& st, const Conv2dShape& s_in) {
+  if (!use_winograd(s_in, false)) return false;
+  const Conv2dShape s = winograd_shape(s_in);
+  const OneDnnState::Key key = key_of(0, 0, false, s);
+  std::lock_guard<std::mutex> lock(st.mu);
+  if (const auto it = st.training_winograd.find(key); it != st.training_winograd.end()) return it->second;
+  bool ok = true;
+  try {
+    const Mds m = make_mds(s);
+    const auto alg = dnnl::algorithm::convolution_winograd;
+    fwd_pd(st.eng, m, false, false, alg);
+    bwd_data_pd(st.eng, m, s, alg);
+    bwd_weights_pd(st.eng, m, s, false, alg);
+  } catch (const dnnl::error&) {
+    ok = false;
+  }
+  if (st.training_winograd.size() >= 4096) st.training_winograd.clear();  // many input sizes
+  st.training_winograd.emplace(key, ok);
+  return ok;
 }
 
 /// The layout of a BF16 copy of the blocked x of `s` (Conv2dShape::x_bf16): x's own blocked
@@ -703,9 +735,9 @@ memory::desc bf16_src_desc(const Conv2dShape& s) {
 bool conv2d_forward_onednn(OneDnnState& st, const Conv2dShape& s_in, const float* x, const float* w,
                            const float* bias, float* y, bool silu, engine::DerivedData* w_derived,
                            void* x_kept = nullptr) {
-  // Winograd (use_winograd), where oneDNN has the algorithm for the geometry; else the direct one
-  // (with the SiLU post-op when `silu`; in F32 when Winograd was asked for under BF16 math).
-  const bool try_wino = use_winograd(s_in, silu);
+  // Winograd (use_winograd; in training where training_winograd finds all three directions), where
+  // oneDNN has the algorithm for the geometry; else the direct one (with the SiLU post-op when `silu`).
+  const bool try_wino = silu ? use_winograd(s_in, true) : training_winograd(st, s_in);
   const Conv2dShape s = try_wino ? winograd_shape(s_in) : s_in;
   try {
     const int dir = try_wino && silu ? 4 : silu ? 3 : 0;
@@ -789,7 +821,7 @@ bool conv2d_forward_onednn(OneDnnState& st, const Conv2dShape& s_in, const float
 /// the backward weights of the same call (conv2d_backward).
 void conv2d_backward_data_onednn(OneDnnState& st, const Conv2dShape& s_in, const float* dy, const float* w,
                                  float* dx, engine::DerivedData* w_derived, memory* dy_conv = nullptr) {
-  const bool try_wino = use_winograd(s_in, false);  // as the forward
+  const bool try_wino = training_winograd(st, s_in);  // as the forward
   const Conv2dShape s = try_wino ? winograd_shape(s_in) : s_in;
   try {
     const int threads = conv_threads(1, s);
@@ -836,7 +868,7 @@ void conv2d_backward_data_onednn(OneDnnState& st, const Conv2dShape& s_in, const
 /// instead of converting dy again when it is in the layout and type this primitive reads.
 void conv2d_backward_weights_onednn(OneDnnState& st, const Conv2dShape& s_in, const float* x, const float* dy,
                                     float* dw, float* dbias, const memory* dy_conv = nullptr) {
-  const bool try_wino = use_winograd(s_in, false);  // as the forward
+  const bool try_wino = training_winograd(st, s_in);  // as the forward
   Y9_CHECK(!(try_wino && s_in.x_bf16), "conv2d_backward_weights: a Winograd convolution reads x in F32, got a BF16 x");
   const Conv2dShape s = try_wino ? winograd_shape(s_in) : s_in;
   try {
