@@ -306,8 +306,7 @@ void conv2d_blocked_into(const Tensor& out, const Tensor& x, const Tensor& w, co
                          const std::vector<int64_t>& dilation, int64_t groups, bool silu, bool winograd) {
   Y9_CHECK_SHAPE(out.defined(), "conv2d_blocked_into: undefined output");
   const int64_t out_block = is_blocked(out) ? out.size(4) : 0;
-  IntoArgs a =
-      blocked_args("conv2d_blocked_into", x, w, bias, stride, padding, dilation, groups, out_block, winograd);
+  IntoArgs a = blocked_args("conv2d_blocked_into", x, w, bias, stride, padding, dilation, groups, out_block, winograd);
   check_output("conv2d_blocked_into", out, out_shape(a.s), x, w, bias);
   if (!silu) a.s.winograd = 0;  // inference: Winograd with the fused SiLU only (as conv2d_blocked)
   Y9_CHECK(!engine::autograd::needs_grad({x, w, bias}) && !out.requires_grad(), "conv2d_blocked_into",

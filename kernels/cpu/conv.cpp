@@ -511,18 +511,15 @@ dnnl::convolution_forward::primitive_desc fwd_pd(const dnnl::engine& eng, const 
   }
 #if DNNL_VERSION_MAJOR >= 3
   if (with_bias)
-    return {eng, prop, alg, m.src_any, m.wei_any, m.bias, m.dst_any, m.strides,
-            m.dil, m.pad_l, m.pad_r, attr};
-  return {eng, prop, alg, m.src_any, m.wei_any, m.dst_any, m.strides, m.dil,
-          m.pad_l, m.pad_r, attr};
+    return {eng, prop, alg, m.src_any, m.wei_any, m.bias, m.dst_any, m.strides, m.dil, m.pad_l, m.pad_r, attr};
+  return {eng, prop, alg, m.src_any, m.wei_any, m.dst_any, m.strides, m.dil, m.pad_l, m.pad_r, attr};
 #else
   if (with_bias) {
-    dnnl::convolution_forward::desc d(prop, alg, m.src_any, m.wei_any, m.bias,
-                                      m.dst_any, m.strides, m.dil, m.pad_l, m.pad_r);
+    dnnl::convolution_forward::desc d(prop, alg, m.src_any, m.wei_any, m.bias, m.dst_any, m.strides, m.dil, m.pad_l,
+                                      m.pad_r);
     return {d, attr, eng};
   }
-  dnnl::convolution_forward::desc d(prop, alg, m.src_any, m.wei_any, m.dst_any,
-                                    m.strides, m.dil, m.pad_l, m.pad_r);
+  dnnl::convolution_forward::desc d(prop, alg, m.src_any, m.wei_any, m.dst_any, m.strides, m.dil, m.pad_l, m.pad_r);
   return {d, attr, eng};
 #endif
 }
@@ -556,16 +553,13 @@ dnnl::convolution_forward::primitive_desc bwd_hint(const dnnl::engine& eng, cons
   return fwd_pd(eng, m.bf16 ? make_mds(s, m.relaxed, kBf16Forward) : m, with_bias, false, alg);
 }
 
-dnnl::convolution_backward_data::primitive_desc bwd_data_pd(const dnnl::engine& eng, const Mds& m,
-                                                            const Conv2dShape& s,
+dnnl::convolution_backward_data::primitive_desc bwd_data_pd(const dnnl::engine& eng, const Mds& m, const Conv2dShape& s,
                                                             dnnl::algorithm alg) {
   auto fpd = bwd_hint(eng, m, s, false, alg);
 #if DNNL_VERSION_MAJOR >= 3
-  return {eng, alg, m.src_any, m.wei_any, m.dst_any, m.strides, m.dil, m.pad_l,
-          m.pad_r, fpd, user_scratchpad_attr()};
+  return {eng, alg, m.src_any, m.wei_any, m.dst_any, m.strides, m.dil, m.pad_l, m.pad_r, fpd, user_scratchpad_attr()};
 #else
-  dnnl::convolution_backward_data::desc d(alg, m.src_any, m.wei_any, m.dst_any,
-                                          m.strides, m.dil, m.pad_l, m.pad_r);
+  dnnl::convolution_backward_data::desc d(alg, m.src_any, m.wei_any, m.dst_any, m.strides, m.dil, m.pad_l, m.pad_r);
   return {d, user_scratchpad_attr(), eng, fpd};
 #endif
 }
@@ -576,17 +570,14 @@ dnnl::convolution_backward_weights::primitive_desc bwd_weights_pd(const dnnl::en
   auto fpd = bwd_hint(eng, m, s, with_bias, alg);
 #if DNNL_VERSION_MAJOR >= 3
   if (with_bias)
-    return {eng, alg, m.src_any, m.wei_any, m.bias, m.dst_any, m.strides, m.dil,
-            m.pad_l, m.pad_r, fpd, user_scratchpad_attr()};
-  return {eng, alg, m.src_any, m.wei_any, m.dst_any, m.strides, m.dil, m.pad_l,
-          m.pad_r, fpd, user_scratchpad_attr()};
+    return {eng,       alg,   m.src_any, m.wei_any, m.bias, m.dst_any,
+            m.strides, m.dil, m.pad_l,   m.pad_r,   fpd,    user_scratchpad_attr()};
+  return {eng, alg, m.src_any, m.wei_any, m.dst_any, m.strides, m.dil, m.pad_l, m.pad_r, fpd, user_scratchpad_attr()};
 #else
-  auto d = with_bias ? dnnl::convolution_backward_weights::desc(alg, m.src_any,
-                                                                 m.wei_any, m.bias, m.dst_any, m.strides, m.dil,
-                                                                 m.pad_l, m.pad_r)
-                     : dnnl::convolution_backward_weights::desc(alg, m.src_any,
-                                                                 m.wei_any, m.dst_any, m.strides, m.dil, m.pad_l,
-                                                                 m.pad_r);
+  auto d = with_bias ? dnnl::convolution_backward_weights::desc(alg, m.src_any, m.wei_any, m.bias, m.dst_any, m.strides,
+                                                                m.dil, m.pad_l, m.pad_r)
+                     : dnnl::convolution_backward_weights::desc(alg, m.src_any, m.wei_any, m.dst_any, m.strides, m.dil,
+                                                                m.pad_l, m.pad_r);
   return {d, user_scratchpad_attr(), eng, fpd};
 #endif
 }
@@ -732,9 +723,8 @@ memory::desc bf16_src_desc(const Conv2dShape& s) {
 /// storage is frozen, so its reordered form is kept there (packed_weights). `x_kept` (may be
 /// null): where the BF16 math of a blocked x converts x (bf16_src_desc), for the backward weights;
 /// returns whether it was written (the primitive reads x in that layout and type).
-bool conv2d_forward_onednn(OneDnnState& st, const Conv2dShape& s_in, const float* x, const float* w,
-                           const float* bias, float* y, bool silu, engine::DerivedData* w_derived,
-                           void* x_kept = nullptr) {
+bool conv2d_forward_onednn(OneDnnState& st, const Conv2dShape& s_in, const float* x, const float* w, const float* bias,
+                           float* y, bool silu, engine::DerivedData* w_derived, void* x_kept = nullptr) {
   // Winograd (use_winograd; in training where training_winograd finds all three directions), where
   // oneDNN has the algorithm for the geometry; else the direct one (with the SiLU post-op when `silu`).
   const bool try_wino = silu ? use_winograd(s_in, true) : training_winograd(st, s_in);
@@ -819,8 +809,8 @@ bool conv2d_forward_onednn(OneDnnState& st, const Conv2dShape& s_in, const float
 /// `dy_conv` (may be null): receives dy as the primitive read it (converted to BF16 under
 /// Conv2dShape::bf16; the thread's reorder buffer, valid until its next backward-data call), for
 /// the backward weights of the same call (conv2d_backward).
-void conv2d_backward_data_onednn(OneDnnState& st, const Conv2dShape& s_in, const float* dy, const float* w,
-                                 float* dx, engine::DerivedData* w_derived, memory* dy_conv = nullptr) {
+void conv2d_backward_data_onednn(OneDnnState& st, const Conv2dShape& s_in, const float* dy, const float* w, float* dx,
+                                 engine::DerivedData* w_derived, memory* dy_conv = nullptr) {
   const bool try_wino = training_winograd(st, s_in);  // as the forward
   const Conv2dShape s = try_wino ? winograd_shape(s_in) : s_in;
   try {

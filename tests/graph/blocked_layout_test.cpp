@@ -4,15 +4,16 @@
 // (graph::set_blocked_inference(false)). The spatial ops on blocked tensors are in the backend
 // sweep (tests/ops/backend_ops_test.cpp).
 #include <gtest/gtest.h>
-#include <oneapi/dnnl/dnnl.hpp>
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <oneapi/dnnl/dnnl.hpp>
 
 #include "engine/autograd.h"
 #include "engine/error.h"
@@ -253,8 +254,8 @@ bool onednn_winograd(const engine::Shape& shape, int64_t block) {
                                                  dnnl::algorithm::convolution_winograd, xd, wd, xd, {1, 1}, {0, 0},
                                                  {1, 1}, {1, 1});
 #else
-    dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_winograd, xd,
-                                      wd, xd, {1, 1}, {0, 0}, {1, 1}, {1, 1});
+    dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_winograd, xd, wd,
+                                      xd, {1, 1}, {0, 0}, {1, 1}, {1, 1});
     dnnl::convolution_forward::primitive_desc pd(d, eng);
 #endif
     return true;
@@ -308,8 +309,8 @@ TEST(BlockedLayout, TrainingWinogradMatchesDirect) {
         const double ey = scaled_error(wino.y, f32.y), edx = scaled_error(wino.dx, f32.dx),
                      edw = scaled_error(wino.dw, f32.dw), edb = scaled_error(wino.db, f32.db);
         const double bf16_err = bf16 ? scaled_error(direct.y, f32.y) : 0;
-        std::printf("  %s: Winograd vs F32 direct scaled error y %.2e, dx %.2e, dw %.2e, db %.2e%s\n", what.c_str(),
-                    ey, edx, edw, edb, bf16 ? (" (BF16 direct's y: " + std::to_string(bf16_err) + ")").c_str() : "");
+        std::printf("  %s: Winograd vs F32 direct scaled error y %.2e, dx %.2e, dw %.2e, db %.2e%s\n", what.c_str(), ey,
+                    edx, edw, edb, bf16 ? (" (BF16 direct's y: " + std::to_string(bf16_err) + ")").c_str() : "");
         if (c.large && onednn_winograd(c.x, block)) {
           EXPECT_LT(ey, 2e-5) << what;
           EXPECT_LT(edx, 2e-5) << what;
