@@ -21,15 +21,15 @@
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
-#include <numeric>
-#include <algorithm>
-#include <vector>
 #include <memory>
+#include <numeric>
 #include <string>
+#include <vector>
 
 #include <opencv2/core.hpp>
 

@@ -669,15 +669,18 @@ ModelOutput Model::forward_impl(const Tensor& x, const LayerObserver* observe) {
   if (block) g_blocked_forwards++;
   std::vector<std::vector<Tensor>> saved(layers_.size());
   std::vector<Tensor> prev{x};
-  const auto run_layer = [&](size_t i) {
-    const LayerSpec& L = cfg_.layers[i];
+  // Layer i's inputs: the image, the previous layer's output or a saved one.
+  const auto inputs_of = [&](size_t i) {
     std::vector<std::vector<Tensor>> in;
-    for (int f : L.from_abs) {
+    for (int f : cfg_.layers[i].from_abs) {
       if (f < 0) in.push_back({x});
       else if (static_cast<size_t>(f) + 1 == i) in.push_back(prev);
       else in.push_back(saved[static_cast<size_t>(f)]);
     }
-    std::vector<Tensor> y = layers_[i]->run(in);
+    return in;
+  };
+  const auto run_layer = [&](size_t i) {
+    std::vector<Tensor> y = layers_[i]->run(inputs_of(i));
     if (observe) (*observe)(static_cast<int64_t>(i), *layers_[i], y);
     if (keep_[i]) saved[i] = y;
     prev = std::move(y);
@@ -749,11 +752,7 @@ ModelOutput Model::forward_impl(const Tensor& x, const LayerObserver* observe) {
   for (size_t i = 0; i < layers_.size(); ++i) {
     if (layers_[i].get() == head_) {
       std::vector<Tensor> xs;
-      for (int f : cfg_.layers[i].from_abs) {
-        if (f < 0) xs.push_back(x);
-        else if (static_cast<size_t>(f) + 1 == i) xs.push_back(prev.at(0));
-        else xs.push_back(saved[static_cast<size_t>(f)].at(0));
-      }
+      for (auto& v : inputs_of(i)) xs.push_back(v.at(0));
       return head_->forward(xs);
     }
     run_layer(i);
